@@ -27,9 +27,16 @@ def open(store: "str | Path | None" = None, *, job: str | None = None) -> "Store
     ``job`` restricts every view to one job. Returns a :class:`~stallscope.store.queries.Store`
     whose ``sql()`` returns polars DataFrames.
     """
-    from stallscope.store.queries import Store
+    from stallscope.api import open_store
 
-    return Store.open(store, job=job)
+    return open_store(store, job=job)
 
 
-__all__ = ["__version__", "open"]
+def ingest(paths: "list[str | Path]", **kwargs: object) -> object:
+    """Ingest a bundle as one job (see :func:`stallscope.api.ingest`)."""
+    from stallscope.api import ingest as _ingest
+
+    return _ingest(paths, **kwargs)  # type: ignore[arg-type]
+
+
+__all__ = ["__version__", "ingest", "open"]

@@ -1,0 +1,434 @@
+"""Kineto trace -> normalized tables, streamed one chunk of events at a time.
+
+Memory is bounded by the chunk size (events are written to Parquet as they are decoded); only
+the small subsets needed for derived tables (GPU activities, runtime launches, collective and
+step markers, metadata) are kept until the end of the file.
+
+Produces, for one rank: ``events``, ``kernels``, ``collectives``, ``steps``, ``process_groups``,
+``threads``, ``devices``, and a :class:`TraceSummary` (the rank's row of ``ranks`` plus
+warnings) that the coordinating process combines across files.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from stallscope.errors import IngestError
+from stallscope.ingest import kineto_collectives
+from stallscope.ingest.json_array import ArrayStreamer, NotAnArrayObject
+from stallscope.ingest.schemas.kineto import (
+    COMM_KERNEL_PREFIXES,
+    GPU_ACTIVITY_KIND,
+    LENIENT_EVENTS,
+    RUNTIME_CATS,
+    STEP_RE,
+    STRICT_EVENTS,
+    KArgs,
+    LEvent,
+)
+from stallscope.ingest.source import ByteStream
+from stallscope.ingest.writer import PartWriter
+
+#: names of CPU-side events that carry or mark collectives (kept for the collectives builder)
+_COMM_CPU_PREFIXES = ("record_param_comms", "c10d::", "gloo:", "nccl:", "ProcessGroupNCCL::", "ProcessGroupGloo::")
+_HOST_PID_RE = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*?)_(?P<pid>\d+)\.")
+_RANK_IN_NAME_RE = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?:[^0-9]|$)", re.I)
+
+
+@dataclass
+class TraceSummary:
+    """What one trace file yields besides its Parquet parts (becomes its row of ``ranks``)."""
+
+    file: str
+    part: str
+    rank: int | None = None
+    rank_source: str = "unknown"
+    world_size: int | None = None
+    host: str | None = None
+    host_source: str | None = None
+    pid: int | None = None
+    backend: str | None = None
+    nccl_version: str | None = None
+    device_name: str | None = None
+    device_id: int | None = None
+    device_count: int = 0
+    platform: str = "cpu"
+    schema_version: int | None = None
+    base_time_ns: int | None = None
+    trace_start_ns: int | None = None
+    trace_end_ns: int | None = None
+    events: int = 0
+    kernels: int = 0
+    collectives: int = 0
+    steps: int = 0
+    truncated: bool = False
+    file_bytes: int = 0
+    sha256: str | None = None
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+
+    def warn(self, code: str, message: str, *, byte_offset: int | None = None, count: int = 1) -> None:
+        self.warnings.append({"file": self.file, "rank": self.rank, "code": code, "message": message,
+                              "byte_offset": byte_offset, "count": count})
+
+    def as_row(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("warnings")
+        return d
+
+
+def rank_from_name(name: str) -> int | None:
+    """Rank from a file name such as ``rank3.pt.trace.json`` or ``trace_rank-12.json.gz``.
+
+    >>> rank_from_name("rank3.pt.trace.json"), rank_from_name("x/trace_rank-12.json.gz"), rank_from_name("host_1.json")
+    (3, 12, None)
+    """
+    m = _RANK_IN_NAME_RE.search(Path(name).name)
+    return int(m.group(1)) if m else None
+
+
+def host_from_name(name: str) -> tuple[str | None, int | None]:
+    """``tensorboard_trace_handler`` names files ``{host}_{pid}.{ts}.pt.trace.json``.
+
+    >>> host_from_name("node-a_1234.1700000000123.pt.trace.json.gz")
+    ('node-a', 1234)
+    """
+    m = _HOST_PID_RE.match(Path(name).name)
+    return (m.group("host"), int(m.group("pid"))) if m else (None, None)
+
+
+def _us_to_ns(us: np.ndarray) -> np.ndarray:
+    """µs (float64, integral or not) -> int64 ns, exact for integer µs of any magnitude."""
+    whole = np.floor(us)
+    return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000.0).astype(np.int64)
+
+
+class _Acc:
+    """Small per-file subsets kept until the end of the file."""
+
+    def __init__(self) -> None:
+        self.gpu: list[pa.Table] = []
+        self.runtime: list[pa.Table] = []
+        self.comm: list[dict[str, Any]] = []
+        self.steps: list[tuple[int, int, int]] = []
+        self.meta: list[tuple[str, str, str, str]] = []
+        self.pids: dict[str, int] = {}
+        self.hip = False
+        self.tmin: int | None = None
+        self.tmax: int | None = None
+
+
+def parse_kineto(path: str | Path, *, label: str, part: str, out: PartWriter, rank_hint: int | None = None) -> TraceSummary:
+    """Parse one Kineto trace file into table parts written by ``out``.
+
+    Raises :class:`IngestError` (one line naming the file) when the file is not a usable trace
+    at all; a trace cut short keeps every complete event and records a ``truncated`` warning.
+    """
+    summary = TraceSummary(file=label, part=part)
+    stream = ByteStream(path)
+    streamer = ArrayStreamer(stream, decode=STRICT_EVENTS.decode, fallback=LENIENT_EVENTS.decode)
+    acc = _Acc()
+    gc_was = gc.isenabled()
+    gc.disable()  # millions of short-lived objects: the cyclic GC would triple the parse time
+    try:
+        chunks = iter(streamer)
+        try:
+            first = next(chunks, None)
+        except NotAnArrayObject as exc:
+            if stream.error:
+                raise IngestError(f"{label}: {stream.error[1]}") from None
+            if stream.out_bytes == 0:
+                raise IngestError(f"{label}: empty file") from None
+            raise IngestError(f"{label}: not a Kineto trace ({exc})") from None
+        _apply_header(summary, streamer.header, rank_hint, label)
+        if first is not None:
+            _consume(first, summary, acc, out)
+            for evs in chunks:
+                _consume(evs, summary, acc, out)
+    finally:
+        if gc_was:
+            gc.enable()
+    _apply_header(summary, streamer.trailer, None, label, trailer=True)
+    summary.sha256 = stream.sha256
+    summary.file_bytes = stream.raw_bytes
+    if streamer.lenient_chunks:
+        summary.warn("lenient_types", f"{label}: {streamer.lenient_chunks} chunk(s) had unexpected field types; parsed leniently")
+    if stream.error or streamer.truncated_at is not None:
+        summary.truncated = True
+        where = streamer.truncated_at if streamer.truncated_at is not None else stream.out_bytes
+        why = stream.error[1] if stream.error else "JSON ends early"
+        summary.warn("truncated", f"{label}: trace truncated at byte {where} ({why}); kept {summary.events} complete events",
+                     byte_offset=where)
+    _finish(summary, acc, out, streamer.header | streamer.trailer)
+    return summary
+
+
+def _apply_header(s: TraceSummary, h: dict[str, Any], rank_hint: int | None, label: str, *, trailer: bool = False) -> None:
+    di = h.get("distributedInfo")
+    if isinstance(di, dict):
+        if isinstance(di.get("rank"), int) and (s.rank is None or s.rank_source != "trace"):
+            s.rank, s.rank_source = di["rank"], "trace"
+        if isinstance(di.get("world_size"), int):
+            s.world_size = di["world_size"]
+        if isinstance(di.get("backend"), str):
+            s.backend = di["backend"]
+        if di.get("nccl_version") is not None:
+            s.nccl_version = str(di["nccl_version"])
+    if not trailer and s.rank is None:
+        r = rank_from_name(label)
+        if r is not None:
+            s.rank, s.rank_source = r, "file_name"
+        elif rank_hint is not None:
+            s.rank, s.rank_source = rank_hint, "order"
+    if isinstance(h.get("host_name"), str) and h["host_name"]:
+        s.host, s.host_source = h["host_name"], "trace"
+    elif s.host is None and not trailer:
+        host, pid = host_from_name(label)
+        if host:
+            s.host, s.host_source = host, "file_name"
+            s.pid = pid
+    if isinstance(h.get("baseTimeNanoseconds"), int):
+        s.base_time_ns = h["baseTimeNanoseconds"]
+    if isinstance(h.get("schemaVersion"), int):
+        s.schema_version = h["schemaVersion"]
+    if isinstance(h.get("deviceProperties"), list):
+        s.device_count = len(h["deviceProperties"])
+
+
+def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
+    if evs and isinstance(evs[0], LEvent):
+        evs = [_from_lenient(e) for e in evs]
+        evs = [e for e in evs if e is not None]
+    X = [e for e in evs if e.ph == "X"]
+    for e in evs:
+        if e.ph == "M" and e.name in ("process_name", "thread_name", "process_labels"):
+            a = e.args
+            val = None
+            if isinstance(a, dict):
+                val = a.get("name") or a.get("labels")
+            acc.meta.append((str(e.pid), str(e.tid), e.name, str(val) if val is not None else ""))
+    if not X:
+        return
+    rank = s.rank if s.rank is not None else -1
+    n = len(X)
+    ts = _us_to_ns(np.fromiter((e.ts for e in X), np.float64, n))
+    dur = _us_to_ns(np.fromiter((e.dur for e in X), np.float64, n))
+    A = [e.args for e in X]
+    NONE = _NO_ARGS
+    A = [a if a is not None else NONE for a in A]
+    cat = pa.array([e.cat for e in X], pa.string()).dictionary_encode()
+    name = pa.array([e.name for e in X], pa.string()).dictionary_encode()
+    batch = pa.table({
+        "rank": pa.array(np.full(n, rank, np.int32)),
+        "ts_ns": pa.array(ts),
+        "dur_ns": pa.array(dur),
+        "cat": cat,
+        "name": name,
+        "pid": pa.array([e.pid if e.pid.__class__ is str else str(e.pid) for e in X], pa.string()).dictionary_encode(),
+        "tid": pa.array([e.tid if e.tid.__class__ is str else str(e.tid) for e in X], pa.string()).dictionary_encode(),
+        "stream": pa.array([a.stream for a in A], pa.int32()),
+        "device": pa.array([a.device for a in A], pa.int32()),
+        "correlation": pa.array([a.correlation for a in A], pa.int64()),
+        "external_id": pa.array([a.external_id for a in A], pa.int64()),
+        "input_dims": pa.array([bytes(a.input_dims) if a.input_dims else None for a in A], pa.binary()).cast(pa.string()),
+        "input_type": pa.array([bytes(a.input_type) if a.input_type else None for a in A], pa.binary()).cast(pa.string()),
+    })
+    out.append("events", batch)
+    s.events += n
+    lo, hi = int(ts.min()), int((ts + dur).max())
+    acc.tmin = lo if acc.tmin is None else min(acc.tmin, lo)
+    acc.tmax = hi if acc.tmax is None else max(acc.tmax, hi)
+
+    # -- subsets, selected on the (few) distinct categories and names ----------------------
+    cat_vals = cat.dictionary.to_pylist()
+    cat_idx = cat.indices.to_numpy(zero_copy_only=False)
+    name_vals = name.dictionary.to_pylist()
+    name_idx = name.indices.to_numpy(zero_copy_only=False)
+
+    def cat_mask(pred) -> np.ndarray:  # type: ignore[no-untyped-def]
+        m = np.array([bool(c is not None and pred(c)) for c in cat_vals] or [False])
+        return m[np.where(cat_idx < 0, 0, cat_idx)] if len(cat_vals) else np.zeros(n, bool)
+
+    def name_mask(pred) -> np.ndarray:  # type: ignore[no-untyped-def]
+        m = np.array([bool(v is not None and pred(v)) for v in name_vals] or [False])
+        return m[np.where(name_idx < 0, 0, name_idx)] if len(name_vals) else np.zeros(n, bool)
+
+    gpu = cat_mask(lambda c: c in GPU_ACTIVITY_KIND)
+    if gpu.any():
+        idx = np.nonzero(gpu)[0]
+        sub = batch.take(pa.array(idx))
+        kind = pc.take(pa.array([GPU_ACTIVITY_KIND.get(c or "", "kernel") for c in cat_vals], pa.string()), sub.column("cat").combine_chunks().indices)
+        is_comm = name_mask(lambda v: v.startswith(COMM_KERNEL_PREFIXES))[idx]
+        acc.gpu.append(pa.table({
+            "rank": sub.column("rank"), "ts_ns": sub.column("ts_ns"), "dur_ns": sub.column("dur_ns"),
+            "name": sub.column("name").cast(pa.string()), "kind": kind, "is_comm": pa.array(is_comm),
+            "stream": sub.column("stream"), "device": sub.column("device"),
+            "correlation": sub.column("correlation"), "external_id": sub.column("external_id"),
+        }))
+    rt = cat_mask(lambda c: c in RUNTIME_CATS)
+    if rt.any():
+        idx = np.nonzero(rt)[0]
+        acc.runtime.append(pa.table({"correlation": batch.column("correlation").take(pa.array(idx)),
+                                     "launch_ts_ns": pa.array(ts[idx]), "launch_dur_ns": pa.array(dur[idx])}))
+        if not acc.hip and any(v.startswith("hip") for v in name_vals if v):
+            acc.hip = True
+    cpu = ~gpu
+    pids = batch.column("pid").combine_chunks()
+    if cpu.any():
+        pvals = pids.dictionary.to_pylist()
+        counts = np.bincount(pids.indices.to_numpy(zero_copy_only=False)[cpu], minlength=len(pvals))
+        for v, c in zip(pvals, counts):
+            if c and v.isdigit():
+                acc.pids[v] = acc.pids.get(v, 0) + int(c)
+    stepm = name_mask(lambda v: v.startswith("ProfilerStep#")) & cpu & cat_mask(lambda c: c == "user_annotation")
+    for i in np.nonzero(stepm)[0]:
+        m = STEP_RE.match(X[i].name)
+        if m:
+            acc.steps.append((int(m.group(1)), int(ts[i]), int(dur[i])))
+    commm = name_mask(lambda v: v.startswith(_COMM_CPU_PREFIXES)) & cpu
+    commm |= gpu & name_mask(lambda v: v.startswith(COMM_KERNEL_PREFIXES))
+    for i in np.nonzero(commm)[0]:
+        e, a = X[i], A[i]
+        acc.comm.append({
+            "gpu": bool(gpu[i]), "cat": e.cat, "name": e.name, "tid": e.tid if e.tid.__class__ is str else str(e.tid),
+            "ts": int(ts[i]), "dur": int(dur[i]), "stream": a.stream, "correlation": a.correlation,
+            "external_id": a.external_id, "collective_name": a.collective_name, "in_nelems": a.in_nelems,
+            "out_nelems": a.out_nelems, "group_size": a.group_size, "dtype": a.dtype, "pg_name": a.pg_name,
+            "pg_desc": a.pg_desc, "pg_ranks": bytes(a.pg_ranks) if a.pg_ranks else None, "seq": a.seq,
+            "input_dims": bytes(a.input_dims) if a.input_dims else None,
+            "input_type": bytes(a.input_type) if a.input_type else None,
+        })
+
+
+_NO_ARGS = KArgs()
+
+
+def _from_lenient(e: LEvent) -> Any:
+    """Coerce a leniently decoded event to the strict shape, or None if it is unusable."""
+    from stallscope.ingest.schemas.kineto import ARG_FIELDS, KEvent
+
+    def num(v: Any) -> float:
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return 0.0
+
+    def opt_int(v: Any) -> int | None:
+        if isinstance(v, bool):
+            return int(v)
+        if isinstance(v, int):
+            return v
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+            return int(v)
+        return None
+
+    args = None
+    if isinstance(e.args, dict):
+        kw: dict[str, Any] = {}
+        for raw, attr in ARG_FIELDS.items():
+            if raw not in e.args:
+                continue
+            v = e.args[raw]
+            if attr in ("collective_name", "dtype", "pg_name", "pg_desc"):
+                kw[attr] = None if v is None else str(v)
+            elif attr in ("pg_ranks", "input_dims", "input_type"):
+                kw[attr] = msgspec.Raw(msgspec.json.encode(v))
+            else:
+                kw[attr] = opt_int(v)
+        args = KArgs(**kw)
+    if not isinstance(e.ph, str):
+        return None
+    return KEvent(ph=e.ph, cat=None if e.cat is None else str(e.cat), name="" if e.name is None else str(e.name),
+                  pid="" if e.pid is None else e.pid if isinstance(e.pid, (int, str)) else str(e.pid),
+                  tid="" if e.tid is None else e.tid if isinstance(e.tid, (int, str)) else str(e.tid),
+                  ts=num(e.ts), dur=num(e.dur), args=args)
+
+
+def _finish(s: TraceSummary, acc: _Acc, out: PartWriter, header: dict[str, Any]) -> None:
+    rank = s.rank if s.rank is not None else -1
+    s.trace_start_ns, s.trace_end_ns = acc.tmin, acc.tmax
+    if acc.pids:
+        s.pid = int(max(acc.pids.items(), key=lambda kv: kv[1])[0])
+    # kernels with their launches
+    if acc.gpu:
+        k = pa.concat_tables(acc.gpu)
+        launch_ts = pa.nulls(k.num_rows, pa.int64())
+        launch_dur = pa.nulls(k.num_rows, pa.int64())
+        if acc.runtime:
+            r = pa.concat_tables(acc.runtime).filter(pc.is_valid(pa.concat_tables(acc.runtime).column("correlation")))
+            if r.num_rows:
+                rc = r.column("correlation").to_numpy()
+                order = np.argsort(rc, kind="stable")
+                rc = rc[order]
+                kc = k.column("correlation").to_numpy(zero_copy_only=False)
+                kc_valid = ~np.isnan(kc) if kc.dtype.kind == "f" else np.ones(len(kc), bool)
+                kc_int = np.where(kc_valid, np.nan_to_num(kc), -1).astype(np.int64)
+                pos = np.searchsorted(rc, kc_int)
+                pos_c = np.minimum(pos, len(rc) - 1)
+                hit = kc_valid & (rc[pos_c] == kc_int)
+                lts = r.column("launch_ts_ns").to_numpy()[order][pos_c]
+                ldu = r.column("launch_dur_ns").to_numpy()[order][pos_c]
+                launch_ts = pa.array(lts, mask=~hit)
+                launch_dur = pa.array(ldu, mask=~hit)
+        k = k.append_column("launch_ts_ns", launch_ts).append_column("launch_dur_ns", launch_dur)
+        out.write("kernels", k)
+        s.kernels = k.num_rows
+        dev = k.column("device").drop_null().to_numpy()
+        if len(dev):
+            vals, counts = np.unique(dev, return_counts=True)
+            s.device_id = int(vals[np.argmax(counts)])
+        s.platform = "rocm" if acc.hip else "cuda"
+    else:
+        s.platform = "rocm" if acc.hip else "cpu"
+    props = header.get("deviceProperties")
+    if isinstance(props, list) and props:
+        rows = []
+        for p in props:
+            if isinstance(p, dict):
+                rows.append({"rank": rank, "device_id": p.get("id"), "name": p.get("name"),
+                             "total_global_mem": p.get("totalGlobalMem"), "compute_major": p.get("computeMajor"),
+                             "compute_minor": p.get("computeMinor"), "num_sms": p.get("numSms")})
+                if s.device_id is not None and p.get("id") == s.device_id:
+                    s.device_name = p.get("name")
+        if s.device_name is None and rows and s.platform != "cpu":
+            s.device_name = rows[0]["name"]
+        out.write("devices", pa.Table.from_pylist(rows))
+    # steps
+    if acc.steps:
+        by_step: dict[int, tuple[int, int]] = {}
+        for n, t0, d in acc.steps:  # a step can be recorded twice (nested annotations): keep the widest
+            if n not in by_step or d > by_step[n][1]:
+                by_step[n] = (t0, d)
+        rows = [{"rank": rank, "step": n, "start_ns": t0, "end_ns": t0 + d, "dur_ns": d} for n, (t0, d) in sorted(by_step.items())]
+        out.write("steps", pa.Table.from_pylist(rows))
+        s.steps = len(rows)
+    # process groups
+    di = header.get("distributedInfo")
+    pg_rows = []
+    if isinstance(di, dict) and isinstance(di.get("pg_config"), list):
+        for pg in di["pg_config"]:
+            if isinstance(pg, dict):
+                ranks = pg.get("ranks")
+                pg_rows.append({"rank": rank, "pg_name": str(pg.get("pg_name")), "pg_desc": pg.get("pg_desc"),
+                                "backend_config": pg.get("backend_config"), "pg_size": pg.get("pg_size"),
+                                "ranks": [int(x) for x in ranks] if isinstance(ranks, list) else None})
+    if pg_rows:
+        out.write("process_groups", pa.Table.from_pylist(pg_rows))
+    # threads
+    if acc.meta:
+        out.write("threads", pa.Table.from_pylist([{"rank": rank, "pid": p, "tid": t, "kind": k, "name": v} for p, t, k, v in acc.meta]))
+    # collectives
+    coll = kineto_collectives.build(acc.comm, rank=rank, pg_rows=pg_rows, world_size=s.world_size)
+    if coll.num_rows:
+        out.write("collectives", coll)
+    s.collectives = coll.num_rows

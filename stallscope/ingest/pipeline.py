@@ -1,0 +1,357 @@
+"""Ingest a bundle into the store as one job: discover, hash, parse in parallel, publish.
+
+The job id defaults to a hash of the files' contents (names do not matter), so ingesting the same
+bundle twice is a no-op. Each file is parsed by one worker process which streams its rows into
+Parquet parts in the job's staging directory; this process then reconciles ranks and hosts
+across files, writes the job-level tables (``ranks``, ``files``, ``ingest_warnings``), runs the
+analysis stage, and publishes the job with one rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from stallscope.errors import IngestError
+from stallscope.ingest.discover import Found, discover
+from stallscope.ingest.source import file_sha256
+from stallscope.ingest.writer import JobWriter
+from stallscope.store.layout import StoreLayout, check_job_id
+from stallscope.store.schema import table as table_spec
+from stallscope.store.schema import tables as all_tables
+
+#: kinds parsed by a worker, and the function that parses each
+PARSED_KINDS = ("kineto", "nccl_log", "manifest")
+#: progress callback: (files_done, files_total, bytes_done, bytes_total, current_label)
+Progress = Callable[[int, int, int, int, str], None]
+#: hook run on the staged job before it is published: (staging dir) -> extra warnings
+Finalize = Callable[[Path], list[dict[str, Any]]]
+
+
+@dataclass
+class IngestResult:
+    job: str
+    store: Path
+    skipped: bool = False
+    ranks: int = 0
+    files: int = 0
+    events: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+
+def job_id_for(hashes: Sequence[str]) -> str:
+    """A stable id from the set of file contents: ``job-<12 hex>``."""
+    h = hashlib.sha256()
+    for x in sorted(hashes):
+        h.update(x.encode())
+    return "job-" + h.hexdigest()[:12]
+
+
+def ingest(paths: Sequence[str | Path], *, store: str | Path | None = None, job: str | None = None,
+           workers: int | None = None, progress: Progress | None = None, force: bool = False,
+           finalize: Finalize | None = None) -> IngestResult:
+    """Ingest ``paths`` (files, dirs, archives) as one job. See module doc.
+
+    ``finalize(staging_dir)`` runs after every ingest table is staged and before the job is
+    published (the analysis stage plugs in here); it returns extra warnings.
+    """
+    t0 = time.perf_counter()
+    layout = StoreLayout.at(store)
+    if job is not None:
+        check_job_id(job)
+    with tempfile.TemporaryDirectory(prefix="stallscope-") as tmp:
+        found, disc_warnings = discover(paths, tmp)
+        if not found:
+            raise IngestError(f"{', '.join(map(str, paths))}: no files found")
+        hashes = {f.label: file_sha256(f.path) for f in found}
+        content_id = job_id_for(list(hashes.values()))
+        job_id = job or content_id
+        if layout.exists(job_id) and not force:
+            meta = layout.job_meta(job_id)
+            if meta.get("content_id") == content_id:
+                return IngestResult(job=job_id, store=layout.root, skipped=True, ranks=int(meta.get("ranks", 0)),
+                                    files=len(found), warnings=list(meta.get("warnings", [])))
+        writer = JobWriter(layout, job_id)
+        try:
+            result = _ingest_into(writer, found, hashes, disc_warnings, workers=workers, progress=progress, finalize=finalize)
+            meta = {"content_id": content_id, "sources": [str(p) for p in paths], "ranks": result.ranks,
+                    "files": {f.label: {"sha256": hashes[f.label], "kind": f.kind, "bytes": f.size} for f in found},
+                    "warnings": result.warnings[:1000], "ingest_seconds": time.perf_counter() - t0}
+            writer.publish(meta)
+        except BaseException:
+            writer.abort()
+            raise
+    result.job = job_id
+    result.store = layout.root
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _ingest_into(writer: JobWriter, found: list[Found], hashes: dict[str, str], disc_warnings: list[dict[str, Any]],
+                 *, workers: int | None, progress: Progress | None, finalize: Finalize | None) -> IngestResult:
+    warnings: list[dict[str, Any]] = [dict(w) for w in disc_warnings]
+    file_rows: list[dict[str, Any]] = []
+    tasks: list[tuple[int, Found]] = []
+    seen_hash: dict[str, str] = {}
+    for i, f in enumerate(found):
+        row = {"file": f.label, "kind": f.kind, "status": "ok", "bytes": f.size, "sha256": hashes[f.label], "rank": None, "rows": 0}
+        dup = seen_hash.get(hashes[f.label])
+        if f.kind in PARSED_KINDS and dup is not None:
+            row["status"] = "skipped"
+            warnings.append({"file": f.label, "code": "duplicate_file", "message": f"{f.label}: same content as {dup}; skipped"})
+        elif f.kind in PARSED_KINDS:
+            seen_hash[hashes[f.label]] = f.label
+            tasks.append((i, f))
+        elif f.kind in ("empty", "corrupt_gzip", "unreadable"):
+            row["status"] = "failed"
+            why = {"empty": "empty file", "corrupt_gzip": "gzip data is corrupt (nothing could be decompressed)", "unreadable": "cannot be read"}[f.kind]
+            warnings.append({"file": f.label, "code": f.kind, "message": f"{f.label}: {why}"})
+        else:
+            row["status"] = "skipped"
+        file_rows.append(row)
+    by_label = {r["file"]: r for r in file_rows}
+
+    total_bytes = sum(f.size for _, f in tasks)
+    results = _run_tasks(tasks, writer.staging, workers=workers, progress=progress, total_bytes=total_bytes)
+
+    summaries = []
+    for res in results:
+        row = by_label[res["label"]]
+        row["rows"] = res.get("rows", 0)
+        for w in res.get("warnings", []):
+            warnings.append(w)
+        if res.get("error"):
+            row["status"] = "failed"
+            warnings.append({"file": res["label"], "code": res.get("code", "failed"), "message": res["error"]})
+            continue
+        if res.get("partial"):
+            row["status"] = "partial"
+        if res["kind"] == "kineto":
+            summaries.append(res["summary"])
+    rank_rows = _reconcile_ranks(writer, summaries, warnings)
+    for s in rank_rows:
+        by_label[s["file"]]["rank"] = s["rank"]
+    _attach_hosts(writer, rank_rows)
+    if rank_rows:
+        writer.write("ranks", pa.Table.from_pylist(sorted(rank_rows, key=lambda r: r["rank"])))
+    writer.write("files", pa.Table.from_pylist(file_rows))
+    wrows = [{"file": w.get("file"), "rank": w.get("rank"), "code": w.get("code"), "message": w.get("message"),
+              "byte_offset": w.get("byte_offset"), "count": w.get("count", 1)} for w in warnings]
+    writer.write("ingest_warnings", pa.Table.from_pylist(wrows) if wrows else table_spec("ingest_warnings").empty())
+    writer.ensure_all_tables([t for t, spec in all_tables().items() if spec.stage == "ingest"])
+    if finalize is not None:
+        warnings.extend(finalize(writer.staging))
+    writer.ensure_all_tables(list(all_tables()))
+    return IngestResult(job=writer.job, store=writer.layout.root, ranks=len(rank_rows), files=len(found),
+                        events=sum(s["events"] for s in rank_rows), bytes=total_bytes,
+                        warnings=[str(w["message"]) for w in warnings])
+
+
+# -- workers ------------------------------------------------------------------------------
+
+
+def parse_one(kind: str, path: str, label: str, part: str, staging: str, rank_hint: int | None) -> dict[str, Any]:
+    """Parse one file into parts under ``staging``. Never raises: failures come back as data."""
+    from stallscope.ingest.writer import PartWriter
+
+    out = PartWriter(staging, part)
+    res: dict[str, Any] = {"label": label, "kind": kind, "part": part}
+    try:
+        if kind == "kineto":
+            from stallscope.ingest.kineto import parse_kineto
+
+            s = parse_kineto(path, label=label, part=part, out=out, rank_hint=rank_hint)
+            res["summary"] = s.as_row()
+            res["warnings"] = s.warnings
+            res["rows"] = s.events
+            res["partial"] = s.truncated
+        elif kind == "nccl_log":
+            from stallscope.ingest.nccl_log import parse_nccl_log
+
+            info = parse_nccl_log(path, label=label, out=out)
+            res["warnings"] = info.get("warnings", [])
+            res["rows"] = info.get("lines", 0)
+            res["partial"] = bool(info.get("partial"))
+        elif kind == "manifest":
+            from stallscope.ingest.manifest import parse_manifest
+
+            info = parse_manifest(path, label=label, out=out)
+            res["warnings"] = info.get("warnings", [])
+            res["rows"] = info.get("rows", 0)
+        out.close()
+    except KeyboardInterrupt:
+        out.discard()
+        raise
+    except Exception as exc:  # one file must never stop the others
+        out.discard()
+        from stallscope.errors import StallscopeError
+
+        if isinstance(exc, StallscopeError):
+            res["error"] = str(exc)
+            res["code"] = "unreadable"
+        elif isinstance(exc, MemoryError):
+            res["error"] = f"{label}: out of memory while parsing ({os.path.getsize(path)} bytes); try --workers 1"
+            res["code"] = "too_large"
+        else:
+            res["error"] = f"{label}: could not be parsed ({type(exc).__name__}: {exc})"
+            res["code"] = "parse_error"
+    return res
+
+
+def _run_tasks(tasks: list[tuple[int, Found]], staging: Path, *, workers: int | None, progress: Progress | None,
+               total_bytes: int) -> list[dict[str, Any]]:
+    n = len(tasks)
+    if workers is None:
+        workers = min(os.cpu_count() or 1, n)
+    workers = max(1, min(workers, n)) if n else 1
+    done_bytes = 0
+    results: list[dict[str, Any]] = []
+    # traces first, biggest first: the longest tasks start early
+    order = sorted(tasks, key=lambda t: (t[1].kind != "kineto", -t[1].size))
+    hints = {i: k for k, (i, f) in enumerate(t for t in tasks if t[1].kind == "kineto")}
+    args = [(f.kind, str(f.path), f.label, f"{i:05d}", str(staging), hints.get(i)) for i, f in order]
+    sizes = {f"{i:05d}": f.size for i, f in order}
+    if progress:
+        progress(0, n, 0, total_bytes, "")
+    if workers == 1 or n == 1:
+        for a in args:
+            res = parse_one(*a)
+            results.append(res)
+            done_bytes += sizes[a[3]]
+            if progress:
+                progress(len(results), n, done_bytes, total_bytes, a[2])
+        return results
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["stallscope.ingest.kineto"])
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        pending: dict[Future[dict[str, Any]], tuple] = {}
+        it = iter(args)
+        try:
+            for a in it:
+                pending[pool.submit(parse_one, *a)] = a
+                if len(pending) >= workers * 2:
+                    break
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    a = pending.pop(fut)
+                    try:
+                        res = fut.result()
+                    except Exception as exc:  # a worker died (OOM kill, segfault)
+                        res = {"label": a[2], "kind": a[0], "part": a[3], "error": f"{a[2]}: worker died while parsing ({type(exc).__name__})", "code": "worker_died"}
+                    results.append(res)
+                    done_bytes += sizes[a[3]]
+                    if progress:
+                        progress(len(results), n, done_bytes, total_bytes, a[2])
+                    nxt = next(it, None)
+                    if nxt is not None:
+                        pending[pool.submit(parse_one, *nxt)] = nxt
+        except BaseException:
+            for fut in pending:
+                fut.cancel()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    return results
+
+
+# -- cross-file reconciliation ------------------------------------------------------------
+
+
+def _reconcile_ranks(writer: JobWriter, summaries: list[dict[str, Any]], warnings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Give every trace a unique rank; rewrite parts whose provisional rank changed."""
+    provisional = {s["part"]: (s["rank"] if s["rank"] is not None else -1) for s in summaries}
+    taken: dict[int, str] = {}
+    final: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+    for s in sorted(summaries, key=lambda s: (s["rank_source"] != "trace", s["file"])):
+        r = s["rank"]
+        if r is None or r < 0:
+            pending.append(s)
+        elif r in taken:
+            warnings.append({"file": s["file"], "rank": r, "code": "duplicate_rank",
+                             "message": f"{s['file']}: claims rank {r} like {taken[r]}; given a new rank number"})
+            pending.append(s)
+        else:
+            taken[r] = s["file"]
+            final.append(s)
+    nxt = 0
+    for s in pending:
+        while nxt in taken:
+            nxt += 1
+        s["rank"], s["rank_source"] = nxt, "assigned"
+        taken[nxt] = s["file"]
+        final.append(s)
+    for s in final:
+        if provisional[s["part"]] != s["rank"]:
+            _rewrite_rank(writer.staging, s["part"], s["rank"])
+    rows = []
+    for s in final:
+        row = {k: s.get(k) for k in ("rank", "world_size", "host", "host_source", "pid", "backend", "nccl_version", "device_name",
+                                      "device_id", "device_count", "platform", "schema_version", "base_time_ns", "trace_start_ns",
+                                      "trace_end_ns", "events", "kernels", "collectives", "steps", "truncated", "file", "file_bytes", "sha256")}
+        row["local_rank"] = None
+        rows.append(row)
+    return rows
+
+
+def _rewrite_rank(staging: Path, part: str, rank: int) -> None:
+    for p in staging.glob(f"table=*/part-{part}.parquet"):
+        t = pq.read_table(p)
+        if "rank" in t.column_names:
+            i = t.column_names.index("rank")
+            t = t.set_column(i, "rank", pa.array([rank] * t.num_rows, pa.int32()))
+            pq.write_table(t, p, compression="zstd")
+
+
+def _attach_hosts(writer: JobWriter, rank_rows: list[dict[str, Any]]) -> None:
+    """Fill unknown hosts from NCCL logs (by pid, then by rank) and the manifest (by rank)."""
+    missing = [r for r in rank_rows if not r.get("host")]
+    if not missing:
+        return
+    by_pid: dict[int, str] = {}
+    by_rank: dict[int, str] = {}
+    comms = list(writer.staging.glob("table=nccl_comms/*.parquet"))
+    if comms:
+        t = pa.concat_tables([pq.read_table(p, columns=None) for p in comms])
+        cols = set(t.column_names)
+        for row in t.to_pylist():
+            host = row.get("host")
+            if not host:
+                continue
+            if "pid" in cols and row.get("pid") is not None:
+                by_pid.setdefault(int(row["pid"]), host)
+            # only a world-sized communicator's rank is a global rank
+            if "rank" in cols and row.get("rank") is not None and row.get("nranks") is not None:
+                world = max((r.get("world_size") or 0) for r in rank_rows) or len(rank_rows)
+                if row["nranks"] == world:
+                    by_rank.setdefault(int(row["rank"]), host)
+    man = list(writer.staging.glob("table=manifest_ranks/*.parquet"))
+    man_host: dict[int, tuple[str | None, int | None]] = {}
+    if man:
+        for row in pa.concat_tables([pq.read_table(p) for p in man]).to_pylist():
+            if row.get("rank") is not None:
+                man_host[int(row["rank"])] = (row.get("host"), row.get("local_rank"))
+    for r in rank_rows:
+        if r["rank"] in man_host and man_host[r["rank"]][1] is not None:
+            r["local_rank"] = man_host[r["rank"]][1]
+        if r.get("host"):
+            continue
+        if r.get("pid") is not None and r["pid"] in by_pid:
+            r["host"], r["host_source"] = by_pid[r["pid"]], "nccl_log"
+        elif r["rank"] in by_rank:
+            r["host"], r["host_source"] = by_rank[r["rank"]], "nccl_log"
+        elif r["rank"] in man_host and man_host[r["rank"]][0]:
+            r["host"], r["host_source"] = man_host[r["rank"]][0], "manifest"

@@ -1,0 +1,146 @@
+"""Arrow -> Parquet for one job, staged in a private directory and published by one rename.
+
+Workers (other processes) write their parts straight into the staging directory with
+:class:`PartWriter`; the coordinating process then writes job-level tables and calls
+:meth:`JobWriter.publish`, which renames the staging directory to ``job=<id>``. Until that
+rename nothing of the job is visible to readers; an interrupted ingest leaves only a
+``.staging`` directory that the next ingest removes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from stallscope.store.layout import JOB_META, StoreLayout
+from stallscope.store.schema import SCHEMA_VERSION, table as table_spec
+
+PARQUET_OPTS: dict[str, Any] = {"compression": "zstd", "compression_level": 3, "use_dictionary": True, "write_statistics": True}
+#: staging directories older than this are leftovers of a killed ingest
+STALE_STAGING_S = 6 * 3600
+
+
+def conform(name: str, data: pa.Table | pa.RecordBatch) -> pa.Table:
+    """Cast/reorder ``data`` to the registered schema of table ``name`` (missing columns = null)."""
+    schema = table_spec(name).schema
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    cols = []
+    for f in schema:
+        if f.name in data.column_names:
+            col = data.column(f.name)
+            if col.type != f.type:
+                col = col.cast(f.type)
+            cols.append(col)
+        else:
+            cols.append(pa.nulls(data.num_rows, f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+class PartWriter:
+    """Writes parts of tables for one input file into a staging directory."""
+
+    def __init__(self, staging: str | Path, part: str) -> None:
+        self.staging = Path(staging)
+        self.part = part
+        self._writers: dict[str, pq.ParquetWriter] = {}
+        self.rows: dict[str, int] = {}
+
+    def path(self, name: str) -> Path:
+        d = self.staging / f"table={name}"
+        d.mkdir(parents=True, exist_ok=True)
+        return d / f"part-{self.part}.parquet"
+
+    def append(self, name: str, data: pa.Table | pa.RecordBatch) -> None:
+        """Stream rows into the table's part (one Parquet file per part, many row groups)."""
+        t = conform(name, data)
+        w = self._writers.get(name)
+        if w is None:
+            w = pq.ParquetWriter(self.path(name), t.schema, **PARQUET_OPTS)
+            self._writers[name] = w
+        w.write_table(t, row_group_size=1 << 20)
+        self.rows[name] = self.rows.get(name, 0) + t.num_rows
+
+    def write(self, name: str, data: pa.Table | pa.RecordBatch) -> None:
+        """Write a whole (small) table part at once."""
+        if name in self._writers:
+            self.append(name, data)
+            return
+        t = conform(name, data)
+        pq.write_table(t, self.path(name), **PARQUET_OPTS)
+        self.rows[name] = self.rows.get(name, 0) + t.num_rows
+
+    def close(self) -> None:
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+
+    def discard(self) -> None:
+        self.close()
+        for name in list(self.rows):
+            p = self.staging / f"table={name}" / f"part-{self.part}.parquet"
+            p.unlink(missing_ok=True)
+        self.rows.clear()
+
+
+class JobWriter:
+    """Owns the staging directory of one job until it is published or aborted."""
+
+    def __init__(self, layout: StoreLayout, job: str) -> None:
+        self.layout = layout
+        self.job = job
+        layout.root.mkdir(parents=True, exist_ok=True)
+        layout.staging_root.mkdir(exist_ok=True)
+        _clean_stale(layout.staging_root)
+        self.staging = layout.staging_root / f"{job}.{uuid.uuid4().hex[:8]}"
+        self.staging.mkdir()
+
+    def parts(self, part: str) -> PartWriter:
+        return PartWriter(self.staging, part)
+
+    def write(self, name: str, data: pa.Table, *, part: str = "0") -> None:
+        """Write a job-level table (one part)."""
+        pw = PartWriter(self.staging, part)
+        pw.write(name, data)
+
+    def ensure_all_tables(self, names: list[str]) -> None:
+        """Write an empty part for each table that has none, so every view exists for every job."""
+        for name in names:
+            d = self.staging / f"table={name}"
+            if not d.exists() or not any(d.glob("*.parquet")):
+                PartWriter(self.staging, "empty").write(name, table_spec(name).empty())
+
+    def publish(self, meta: dict[str, Any]) -> Path:
+        """Write ``_job.json`` and rename the staging directory into place (replacing an old copy)."""
+        meta = {**meta, "job_id": self.job, "schema_version": SCHEMA_VERSION, "published_at": time.time()}
+        (self.staging / JOB_META).write_text(json.dumps(meta, indent=1, default=str))
+        final = self.layout.job_dir(self.job)
+        if final.exists():
+            trash = self.layout.staging_root / f"old-{self.job}.{uuid.uuid4().hex[:8]}"
+            os.replace(final, trash)
+            os.replace(self.staging, final)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.replace(self.staging, final)
+        return final
+
+    def abort(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _clean_stale(staging_root: Path) -> None:
+    now = time.time()
+    for d in staging_root.iterdir():
+        try:
+            if now - d.stat().st_mtime > STALE_STAGING_S:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            pass

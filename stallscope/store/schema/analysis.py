@@ -1,0 +1,1 @@
+"""Tables materialized by the analysis stage (clock offsets, collective instances, breakdown)."""

@@ -1,0 +1,1 @@
+"""Tables read from a bundle's manifest.json (collectors)."""
