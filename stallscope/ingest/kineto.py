@@ -303,6 +303,7 @@ def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
             "external_id": a.external_id, "collective_name": a.collective_name, "in_nelems": a.in_nelems,
             "out_nelems": a.out_nelems, "group_size": a.group_size, "dtype": a.dtype, "pg_name": a.pg_name,
             "pg_desc": a.pg_desc, "pg_ranks": bytes(a.pg_ranks) if a.pg_ranks else None, "seq": a.seq,
+            "src_rank": a.src_rank, "dst_rank": a.dst_rank,
             "input_dims": bytes(a.input_dims) if a.input_dims else None,
             "input_type": bytes(a.input_type) if a.input_type else None,
         })

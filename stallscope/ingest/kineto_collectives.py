@@ -70,7 +70,7 @@ def _from_kernels(gpu: list[dict[str, Any]], cpu: list[dict[str, Any]]) -> list[
         out.append({
             "op": op, "source": "nccl_kernel", "name": k["name"], "pg_name": src.get("pg_name"),
             "pg_desc": src.get("pg_desc"), "pg_ranks": pg_ranks, "group_size": group_size,
-            "seq": src.get("seq"), "dtype": dtype, "in_nelems": in_n, "out_nelems": out_n,
+            "seq": src.get("seq"), "peer": _peer(op, src), "dtype": dtype, "in_nelems": in_n, "out_nelems": out_n,
             "bytes": message_bytes(op, in_n, out_n, dtype, group_size), "algo": parsed["algo"], "proto": parsed["proto"],
             "start_ns": k["ts"], "end_ns": k["ts"] + k["dur"],
             "cpu_start_ns": cpu_ref["ts"] if cpu_ref else None, "cpu_end_ns": cpu_ref["ts"] + cpu_ref["dur"] if cpu_ref else None,
@@ -126,12 +126,20 @@ def _cpu_row(e: dict[str, Any], host: dict[str, Any] | None, op: str, group_size
     return {
         "op": op, "source": "cpu", "name": source_name, "pg_name": meta.get("pg_name") if meta else None,
         "pg_desc": meta.get("pg_desc") if meta else None, "pg_ranks": _ranks(meta.get("pg_ranks")) if meta else None,
-        "group_size": gs, "seq": meta.get("seq") if meta else None, "dtype": dtype, "in_nelems": in_n, "out_nelems": out_n,
+        "group_size": gs, "seq": meta.get("seq") if meta else None, "peer": _peer(op, meta or {}), "dtype": dtype, "in_nelems": in_n, "out_nelems": out_n,
         "bytes": message_bytes(op, in_n, out_n, dtype, gs), "algo": None, "proto": None,
         "start_ns": e["ts"], "end_ns": e["ts"] + e["dur"],
         "cpu_start_ns": host["ts"] if host else None, "cpu_end_ns": host["ts"] + host["dur"] if host else None,
         "stream": None, "tid": tid, "external_id": e["external_id"], "correlation": None,
     }
+
+
+def _peer(op: str, src: dict[str, Any]) -> int | None:
+    if op in ("send",):
+        return src.get("dst_rank")
+    if op in ("recv",):
+        return src.get("src_rank")
+    return None
 
 
 def message_bytes(op: str, in_n: int | None, out_n: int | None, dtype: str | None, group_size: int | None) -> int | None:

@@ -32,6 +32,9 @@ ARG_FIELDS: dict[str, str] = {
     "Process Group Description": "pg_desc",
     "Process Group Ranks": "pg_ranks",
     "Seq": "seq",
+    "Rank": "rank",
+    "Src Rank": "src_rank",
+    "Dst Rank": "dst_rank",
     "Input Dims": "input_dims",
     "Input type": "input_type",
 }
@@ -53,6 +56,9 @@ class KArgs(msgspec.Struct, gc=False):
     pg_desc: str | None = msgspec.field(name="Process Group Description", default=None)
     pg_ranks: msgspec.Raw = msgspec.field(name="Process Group Ranks", default=msgspec.Raw(b""))
     seq: int | None = msgspec.field(name="Seq", default=None)
+    rank: int | None = msgspec.field(name="Rank", default=None)
+    src_rank: int | None = msgspec.field(name="Src Rank", default=None)
+    dst_rank: int | None = msgspec.field(name="Dst Rank", default=None)
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
     input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b""))
 

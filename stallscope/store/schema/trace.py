@@ -93,6 +93,7 @@ COLLECTIVES = TableSpec(
         C("pg_ranks", pa.list_(I32), "global ranks of the group (`Process Group Ranks`); null if unknown"),
         C("group_size", I32, "`Group size` (members of the group); null if unknown"),
         C("seq", I64, "collective sequence number in its group (`Seq`), when the trace has it"),
+        C("peer", I32, "for point-to-point ops: the other rank (`Dst Rank` of a send, `Src Rank` of a recv), global"),
         C("dtype", STR, "element type (`dtype`, or from the kernel name / input type)"),
         C("in_nelems", I64, "`In msg nelems` (elements sent/contributed by this rank)"),
         C("out_nelems", I64, "`Out msg nelems` (elements received)"),
