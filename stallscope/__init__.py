@@ -4,6 +4,10 @@ Ingest per-rank PyTorch profiler (Kineto) traces and NCCL debug logs into a Parq
 query them with SQL, and attribute slowdowns to a cause (fabric, synchronization, locality)
 and a culprit (ranks, hosts) with evidence.
 
+Python API: ``stallscope.open(store).sql(query)`` returns polars DataFrames;
+``stallscope.api.ingest(paths, store=...)`` ingests a bundle (``stallscope.ingest`` is the
+ingest stage's package).
+
 >>> import stallscope
 >>> stallscope.__version__
 '0.3.0'
@@ -32,11 +36,4 @@ def open(store: "str | Path | None" = None, *, job: str | None = None) -> "Store
     return open_store(store, job=job)
 
 
-def ingest(paths: "list[str | Path]", **kwargs: object) -> object:
-    """Ingest a bundle as one job (see :func:`stallscope.api.ingest`)."""
-    from stallscope.api import ingest as _ingest
-
-    return _ingest(paths, **kwargs)  # type: ignore[arg-type]
-
-
-__all__ = ["__version__", "ingest", "open"]
+__all__ = ["__version__", "open"]

@@ -16,6 +16,11 @@ class StallscopeError(Exception):
     #: exit code the CLI uses for this error
     exit_code = 2
 
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
 
 class UsageError(StallscopeError):
     """A command was called with arguments that cannot work (missing job, bad option)."""

@@ -24,15 +24,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "jobs": ("stallscope.cli.jobs", "jobs", "List the jobs in the store."),
     "sql": ("stallscope.cli.sql", "sql", "Run a SQL query over the store's views."),
     "tables": ("stallscope.cli.sql", "tables", "List tables and views with their documentation."),
-    "postmortem": ("stallscope.cli.postmortem", "postmortem", "Explain why a job was slow: findings with evidence."),
-    "rules": ("stallscope.cli.rules", "rules", "List the attribution rules or show one rule's documentation."),
-    "diff": ("stallscope.cli.diff", "diff", "Compare two jobs: step time, stalls, bandwidth, findings."),
-    "export": ("stallscope.cli.export", "export", "Export a job (merged Perfetto timeline)."),
-    "collect": ("stallscope.cli.collect", "collect", "Run a training command and collect a complete trace bundle."),
-    "bundle": ("stallscope.cli.bundle", "bundle", "Pack a bundle directory into a .tar.gz."),
-    "serve": ("stallscope.cli.serve", "serve", "Serve the HTTP API (bundle uploads, SQL)."),
-    "compress": ("stallscope.cli.compress", "compress", "Evaluate HQP model-compression candidates from profiler traces."),
-    "demo": ("stallscope.cli.demo", "demo", "Run the whole pipeline on a bundled sample job."),
 }
 
 

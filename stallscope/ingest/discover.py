@@ -165,7 +165,7 @@ def _walk_dir(root: Path, d: Path, prefix: str, found: list[Found], warnings: li
         for name in sorted(filenames):
             fp = Path(dirpath) / name
             rel = fp.relative_to(root).as_posix()
-            if fp.is_symlink() or not fp.is_file():
+            if not fp.is_file():  # follows file symlinks; directory symlinks are not walked
                 continue
             _add_file(fp, prefix + rel, found, warnings, workdir, depth)
 

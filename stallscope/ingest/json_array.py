@@ -2,14 +2,14 @@
 
 A Kineto trace is ``{ <header keys>, "traceEvents": [ e0, e1, ... ], <trailer keys> }`` and can be
 hundreds of MB. :class:`ArrayStreamer` reads decompressed blocks, parses the header keys once,
-then hands out the array in chunks of complete elements (as bytes ``[e_i, ..., e_j]`` that
-msgspec decodes at C speed), then parses the trailer keys.
+then decodes the array in chunks of complete elements, then parses the trailer keys.
 
-Chunks are cut after an element's closing ``}`` that is followed by a comma; msgspec validates
-each chunk, and a cut that landed inside an element (a ``},`` inside nested ``args``) is simply
-moved back to the previous candidate. When the input ends early (a killed job) the last chunk is
-shortened to its last complete element and :attr:`truncated_at` records the decompressed byte
-offset where valid data stops.
+A chunk is cut after an element's closing ``}`` that is followed by a comma; the byte after the
+``}`` is overwritten with ``]`` in place so msgspec decodes the chunk straight from the buffer
+(no copy). A cut that landed inside an element (a ``},`` inside nested ``args``) fails to decode
+and is moved back to the previous candidate. When the input ends early (a killed job) the last
+chunk is shortened to its last complete element and :attr:`truncated_at` records the
+decompressed byte offset where valid data stops.
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ from typing import Any
 
 import msgspec
 
-_TRAILING_RE = re.compile(rb"\(byte (\d+)\)")
+_TRAILING_RE = re.compile(r"\(byte (\d+)\)")
 _WS = b" \t\r\n"
+_KEY_COLON_RE = re.compile(rb"\s*:\s*\[")
+#: skims an array without building its elements (finds where it ends)
+_SKIM = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 class NotAnArrayObject(Exception):
@@ -31,14 +34,15 @@ class NotAnArrayObject(Exception):
 class ArrayStreamer:
     """Split ``{..., key: [...], ...}`` into header, decoded element chunks and trailer.
 
-    ``decode(bytes) -> list`` decodes a JSON array strictly (msgspec; raises
+    ``decode(buffer) -> list`` decodes a JSON array strictly (msgspec; raises
     ``msgspec.ValidationError`` on unexpected types, ``msgspec.DecodeError`` on bad syntax);
-    ``fallback`` decodes with any types. Iterate to get ``(elements, strict)`` per chunk.
-    Afterwards: ``header``, ``trailer`` (dicts), ``truncated_at`` (decompressed offset or None).
+    ``fallback`` decodes with any types. Iterating yields one list of elements per chunk.
+    Afterwards: ``header``, ``trailer`` (dicts), ``truncated_at`` (decompressed offset or None),
+    ``lenient_chunks`` (chunks that needed the fallback).
     """
 
-    def __init__(self, blocks: Iterable[bytes], *, decode: Callable[[bytes], list], fallback: Callable[[bytes], list],
-                 key: bytes = b'"traceEvents"', chunk: int = 16 << 20, max_header: int = 256 << 20) -> None:
+    def __init__(self, blocks: Iterable[bytes], *, decode: Callable[[Any], list], fallback: Callable[[Any], list],
+                 key: bytes = b'"traceEvents"', chunk: int = 4 << 20, max_header: int = 256 << 20) -> None:
         self._blocks = iter(blocks)
         self._decode = decode
         self._fallback = fallback
@@ -49,28 +53,38 @@ class ArrayStreamer:
         self.trailer: dict[str, Any] = {}
         self.truncated_at: int | None = None
         self.lenient_chunks = 0
-        #: decompressed offset of the first byte of the buffer
-        self._base = 0
-        self._buf = bytearray()
         self._eof = False
+        #: decompressed offset of the first byte of ``_pending[0]``
+        self._base = 0
+        self._pending: list[bytes] = []
+        self._pending_len = 0
 
-    # -- block reading -------------------------------------------------------------------
-    def _fill(self, want: int) -> bool:
-        """Read blocks until the buffer holds ``want`` bytes or input ends. False at EOF."""
-        while len(self._buf) < want and not self._eof:
+    # -- reading -------------------------------------------------------------------------
+    def _read_until(self, want: int) -> None:
+        while self._pending_len < want and not self._eof:
             try:
-                self._buf += next(self._blocks)
+                b = next(self._blocks)
             except StopIteration:
                 self._eof = True
-        return len(self._buf) >= want
+                break
+            if b:
+                self._pending.append(b)
+                self._pending_len += len(b)
 
-    def _try(self, piece: bytes) -> list | None:
+    def _take(self) -> bytearray:
+        """All pending bytes as one fresh buffer (one copy)."""
+        buf = bytearray().join(self._pending)
+        self._pending = []
+        self._pending_len = 0
+        return buf
+
+    def _try(self, view: Any) -> list | None:
         """Decode a candidate chunk; None when its syntax is broken (cut in the wrong place)."""
         try:
-            return self._decode(piece)
+            return self._decode(view)
         except msgspec.ValidationError:
             try:
-                out = self._fallback(piece)
+                out = self._fallback(view)
             except msgspec.DecodeError:
                 return None
             self.lenient_chunks += 1
@@ -80,31 +94,34 @@ class ArrayStreamer:
 
     # -- phases --------------------------------------------------------------------------
     def __iter__(self) -> Iterator[list]:
-        start = self._find_array()
-        del self._buf[:start]  # buffer now starts at the '[' of the array
-        self._base += start
-        yield from self._chunks()
+        buf = self._find_array()
+        yield from self._chunks(buf)
 
-    def _find_array(self) -> int:
-        """Locate ``"key": [`` and parse the header. Returns the offset of ``[``."""
+    def _find_array(self) -> bytearray:
+        """Locate ``"key": [`` and parse the header. Returns the buffer starting at ``[``."""
         size = 1 << 20
         while True:
-            self._fill(size)
-            i = self._buf.find(b"{")
-            if i < 0 or self._buf[:i].strip(_WS + b"\xef\xbb\xbf"):
+            self._read_until(size)
+            buf = self._take()
+            i = buf.find(b"{")
+            if i < 0 or buf[:i].strip(_WS + b"\xef\xbb\xbf"):
                 raise NotAnArrayObject("not a JSON object")
-            pos = self._buf.find(self.key)
+            pos = buf.find(self.key)
             if pos >= 0:
                 break
             if self._eof or size >= self.max_header:
                 raise NotAnArrayObject(f"no {self.key.decode()} array")
+            self._pending, self._pending_len = [bytes(buf)], len(buf)
             size *= 4
         j = pos + len(self.key)
-        self._fill(j + 4096)
-        m = re.compile(rb"\s*:\s*\[").match(self._buf, j)
+        if len(buf) < j + 4096 and not self._eof:
+            self._pending, self._pending_len = [bytes(buf)], len(buf)
+            self._read_until(j + 4096)
+            buf = self._take()
+        m = _KEY_COLON_RE.match(buf, j)
         if not m:
             raise NotAnArrayObject(f"{self.key.decode()} is not an array")
-        head = bytes(self._buf[:pos]).rstrip(_WS)
+        head = bytes(buf[:pos]).rstrip(_WS)
         if head.endswith(b","):
             head = head[:-1]
         try:
@@ -112,114 +129,79 @@ class ArrayStreamer:
         except msgspec.DecodeError:
             obj = {}
         self.header = obj if isinstance(obj, dict) else {}
-        return m.end() - 1
+        start = m.end() - 1
+        self._base = start
+        return buf[start:]
 
-    def _chunks(self) -> Iterator[list]:
+    def _chunks(self, buf: bytearray) -> Iterator[list]:
+        """``buf`` always starts with ``[`` followed by the next element."""
         while True:
-            full = self._fill(self.chunk)
-            if not (full and not self._eof):
-                yield from self._final()
+            self._pending, self._pending_len = [bytes(buf)] if buf else [], len(buf)
+            self._read_until(self.chunk)
+            buf = self._take()
+            if self._eof:
+                yield from self._final(buf)
                 return
-            cut = self._last_cut(len(self._buf))
+            cut = _last_cut(buf, len(buf))
             out = None
             while cut > 0:
-                out = self._try(bytes(self._buf[:cut]) + b"]")
+                out = self._decode_prefix(buf, cut)
                 if out is not None:
                     break
-                cut = self._last_cut(cut - 1)
-            if out is None:
-                # one element larger than the chunk (or no cut found): read more and retry
-                if self._eof:
-                    yield from self._final()
-                    return
+                cut = _last_cut(buf, cut - 1)
+            if out is None:  # one element larger than the chunk: read more and retry
                 self.chunk *= 2
                 continue
             rest = cut
-            while rest < len(self._buf) and self._buf[rest] in _WS:
+            while buf[rest] in _WS:
                 rest += 1
-            # self._buf[rest] is the comma: keep it as the new '[' of the next chunk
+            # buf[rest] is the comma after the element: the next chunk starts there, as '['
+            tail = bytearray(b"[") + buf[rest + 1 :]
             self._base += rest
-            del self._buf[:rest]
-            self._buf[0:1] = b"["
             yield out
+            buf = tail
 
-    def _final(self) -> Iterator[list]:
-        """Input ended: the buffer is ``[ ... ] , trailer }`` or a truncated array."""
-        data = bytes(self._buf)
-        arr_end = self._array_end(data)
+    def _decode_prefix(self, buf: bytearray, cut: int) -> list | None:
+        """Decode ``buf[:cut]`` + ``]`` in place (the byte at ``cut`` is restored afterwards)."""
+        if cut >= len(buf):
+            return self._decode_copy(buf, cut)
+        saved = buf[cut]
+        buf[cut] = 0x5D  # ']'
+        try:
+            return self._try(memoryview(buf)[: cut + 1])
+        finally:
+            buf[cut] = saved
+
+    def _final(self, buf: bytearray) -> Iterator[list]:
+        """Input ended: ``buf`` is ``[ ... ] , trailer }`` or a truncated array."""
+        arr_end = _array_end(buf)
         if arr_end > 0:
-            out = self._try(data[:arr_end])
+            out = self._try(memoryview(buf)[:arr_end])
             if out is not None:
                 yield out
-                self._parse_trailer(data[arr_end:])
+                self._parse_trailer(bytes(buf[arr_end:]))
                 return
         # truncated (or malformed near the end): keep the longest valid prefix of elements
-        cut = self._last_cut(len(data), allow_end=True)
+        cut = _last_cut(buf, len(buf), allow_end=True)
         tries = 0
         while cut > 0 and tries < 64:
-            out = self._try(data[:cut] + b"]")
+            out = self._decode_prefix(buf, cut)
             if out is not None:
                 self.truncated_at = self._base + cut
                 yield out
                 return
-            cut = self._last_cut(cut - 1, allow_end=True)
+            cut = _last_cut(buf, cut - 1, allow_end=True)
             tries += 1
-        if cut > 0:  # give up on this chunk's tail after many tries: salvage element by element
-            out = self._salvage_elements(data)
-            self.truncated_at = self._base + (self._salvaged_end or 1)
+        if cut > 0:  # many broken candidates: salvage element by element
+            out, end = _salvage_elements(bytes(buf), self._try)
+            self.truncated_at = self._base + max(end, 1)
             if out:
                 yield out
             return
         self.truncated_at = self._base
 
-    _salvaged_end = 0
-
-    def _array_end(self, data: bytes) -> int:
-        """Offset after the ``]`` closing the array: the last ``]`` whose tail is a valid trailer."""
-        end = len(data)
-        for _ in range(64):
-            p = data.rfind(b"]", 0, end)
-            if p < 0:
-                return -1
-            tail = data[p + 1 :].strip(_WS)
-            if tail == b"" or tail == b"}":
-                return p + 1
-            if tail.startswith(b","):
-                try:
-                    if isinstance(msgspec.json.decode(b"{" + tail[1:]), dict):
-                        return p + 1
-                except msgspec.DecodeError:
-                    pass
-            end = p
-        return -1
-
-    def _salvage_elements(self, data: bytes) -> list:
-        """Slow path: decode elements one at a time from the start of ``data``."""
-        out: list = []
-        pos = 1
-        dec = msgspec.json.Decoder()
-        while True:
-            while pos < len(data) and data[pos] in _WS + b",":
-                pos += 1
-            if pos >= len(data) or data[pos] != 0x7B:
-                break
-            end = data.find(b"}", pos)
-            got = None
-            while end > 0:
-                try:
-                    dec.decode(data[pos : end + 1])
-                    got = end + 1
-                    break
-                except msgspec.DecodeError:
-                    end = data.find(b"}", end + 1)
-            if got is None:
-                break
-            piece = self._try(b"[" + data[pos:got] + b"]")
-            if piece:
-                out.extend(piece)
-            pos = got
-            self._salvaged_end = got
-        return out
+    def _decode_copy(self, buf: bytearray, cut: int) -> list | None:
+        return self._try(bytes(buf[:cut]) + b"]")
 
     def _parse_trailer(self, rest: bytes) -> None:
         rest = rest.strip(_WS)
@@ -235,22 +217,67 @@ class ArrayStreamer:
             # the file was cut inside the trailer: every event is intact; keep the keys that parse
             self.trailer = _salvage_keys(rest)
 
-    def _last_cut(self, end: int, *, allow_end: bool = False) -> int:
-        """Offset just after the last ``}`` before ``end`` followed by ``,`` (or by ``]``/EOF)."""
-        buf = self._buf
-        n = len(buf)
-        while True:
-            i = buf.rfind(b"}", 0, end)
-            if i < 0:
-                return -1
-            k = i + 1
-            while k < n and buf[k] in _WS:
-                k += 1
-            if k < n and buf[k] == 0x2C:  # ','
-                return i + 1
-            if allow_end and (k >= n or buf[k] == 0x5D):  # ']' or end of data
-                return i + 1
-            end = i
+
+def _array_end(buf: bytearray) -> int:
+    """Offset after the ``]`` closing the array (the array is skimmed, not decoded)."""
+    try:
+        _SKIM.decode(buf)
+        return len(buf)
+    except msgspec.ValidationError:
+        return -1
+    except msgspec.DecodeError as exc:
+        msg = str(exc)
+        m = _TRAILING_RE.search(msg)
+        if not (m and "trailing" in msg):
+            return -1
+        # msgspec reports the 1-based position of the first trailing character
+        return buf.rfind(b"]", 0, int(m.group(1))) + 1 or -1
+
+
+def _last_cut(buf: bytearray, end: int, *, allow_end: bool = False) -> int:
+    """Offset just after the last ``}`` before ``end`` followed by ``,`` (or by ``]``/EOF)."""
+    n = len(buf)
+    while True:
+        i = buf.rfind(b"}", 0, end)
+        if i < 0:
+            return -1
+        k = i + 1
+        while k < n and buf[k] in _WS:
+            k += 1
+        if k < n and buf[k] == 0x2C:  # ','
+            return i + 1
+        if allow_end and (k >= n or buf[k] == 0x5D):  # ']' or end of data
+            return i + 1
+        end = i
+
+
+def _salvage_elements(data: bytes, decode: Callable[[Any], list | None]) -> tuple[list, int]:
+    """Slow path: decode elements one at a time from the start of ``data`` (``[`` first)."""
+    out: list = []
+    pos = 1
+    end_ok = 0
+    skim = msgspec.json.Decoder()
+    while True:
+        while pos < len(data) and data[pos] in _WS + b",":
+            pos += 1
+        if pos >= len(data) or data[pos] != 0x7B:
+            break
+        end = data.find(b"}", pos)
+        got = None
+        while end > 0:
+            try:
+                skim.decode(data[pos : end + 1])
+                got = end + 1
+                break
+            except msgspec.DecodeError:
+                end = data.find(b"}", end + 1)
+        if got is None:
+            break
+        piece = decode(b"[" + data[pos:got] + b"]")
+        if piece:
+            out.extend(piece)
+        pos = end_ok = got
+    return out, end_ok
 
 
 def _salvage_keys(rest: bytes) -> dict[str, Any]:

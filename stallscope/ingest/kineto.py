@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import re
+from operator import attrgetter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from stallscope.ingest.schemas.kineto import (
     RUNTIME_CATS,
     STEP_RE,
     STRICT_EVENTS,
+    NO_ARGS,
     KArgs,
     LEvent,
 )
@@ -120,7 +122,7 @@ class _Acc:
         self.comm: list[dict[str, Any]] = []
         self.steps: list[tuple[int, int, int]] = []
         self.meta: list[tuple[str, str, str, str]] = []
-        self.pids: dict[str, int] = {}
+        self.pids: dict[int, int] = {}
         self.hip = False
         self.tmin: int | None = None
         self.tmax: int | None = None
@@ -144,10 +146,10 @@ def parse_kineto(path: str | Path, *, label: str, part: str, out: PartWriter, ra
             first = next(chunks, None)
         except NotAnArrayObject as exc:
             if stream.error:
-                raise IngestError(f"{label}: {stream.error[1]}") from None
+                raise IngestError(f"{label}: {stream.error[1]}", code=stream.error[0]) from None
             if stream.out_bytes == 0:
-                raise IngestError(f"{label}: empty file") from None
-            raise IngestError(f"{label}: not a Kineto trace ({exc})") from None
+                raise IngestError(f"{label}: empty file", code="empty") from None
+            raise IngestError(f"{label}: not a Kineto trace ({exc})", code="not_a_trace") from None
         _apply_header(summary, streamer.header, rank_hint, label)
         if first is not None:
             _consume(first, summary, acc, out)
@@ -164,7 +166,9 @@ def parse_kineto(path: str | Path, *, label: str, part: str, out: PartWriter, ra
     if stream.error or streamer.truncated_at is not None:
         summary.truncated = True
         where = streamer.truncated_at if streamer.truncated_at is not None else stream.out_bytes
-        why = stream.error[1] if stream.error else "JSON ends early"
+        why = stream.error[1] if stream.error else "JSON ends early or is malformed after this point"
+        if summary.events == 0:
+            raise IngestError(f"{label}: no complete event: {why} (valid JSON stops at byte {where})", code="not_json")
         summary.warn("truncated", f"{label}: trace truncated at byte {where} ({why}); kept {summary.events} complete events",
                      byte_offset=where)
     _finish(summary, acc, out, streamer.header | streamer.trailer)
@@ -203,43 +207,72 @@ def _apply_header(s: TraceSummary, h: dict[str, Any], rank_hint: int | None, lab
         s.device_count = len(h["deviceProperties"])
 
 
+_ts, _dur, _cat, _name, _pid, _tid, _args = (attrgetter(a) for a in ("ts", "dur", "cat", "name", "pid", "tid", "args"))
+_stream, _device, _corr, _ext, _dims, _types = (
+    attrgetter(a) for a in ("stream", "device", "correlation", "external_id", "input_dims", "input_type"))
+_GPU_CATS = pa.array(sorted(GPU_ACTIVITY_KIND))
+_RUNTIME_CATS = pa.array(sorted(RUNTIME_CATS))
+_COMM_CPU_RE = "^(" + "|".join(re.escape(p) for p in _COMM_CPU_PREFIXES) + ")"
+_COMM_KERNEL_RE = "^(" + "|".join(re.escape(p) for p in COMM_KERNEL_PREFIXES) + ")"
+
+
+def _ids(values: list[Any]) -> pa.Array:
+    """pid/tid column: integers as they are; label ids (``"Spans"``) become null."""
+    try:
+        return pa.array(values, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pa.array([v if v.__class__ is int else _int_or_none(v) for v in values], pa.int64())
+
+
+def _int_or_none(v: Any) -> int | None:
+    return int(v) if isinstance(v, str) and v.isdigit() else None
+
+
+def _raw_text(values: list[Any]) -> pa.Array:
+    """JSON text of msgspec.Raw values (null where the arg is absent)."""
+    return pa.array([bytes(r) if r else None for r in values], pa.binary()).cast(pa.string())
+
+
+def _mask(arr: pa.Array) -> np.ndarray:
+    return arr.fill_null(False).to_numpy(zero_copy_only=False)
+
+
 def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
     if evs and isinstance(evs[0], LEvent):
         evs = [_from_lenient(e) for e in evs]
         evs = [e for e in evs if e is not None]
     X = [e for e in evs if e.ph == "X"]
-    for e in evs:
-        if e.ph == "M" and e.name in ("process_name", "thread_name", "process_labels"):
+    for e in [e for e in evs if e.ph == "M"]:
+        if e.name in ("process_name", "thread_name", "process_labels"):
             a = e.args
-            val = None
-            if isinstance(a, dict):
-                val = a.get("name") or a.get("labels")
+            val = a.get("name") or a.get("labels") if isinstance(a, dict) else None
             acc.meta.append((str(e.pid), str(e.tid), e.name, str(val) if val is not None else ""))
     if not X:
         return
     rank = s.rank if s.rank is not None else -1
     n = len(X)
-    ts = _us_to_ns(np.fromiter((e.ts for e in X), np.float64, n))
-    dur = _us_to_ns(np.fromiter((e.dur for e in X), np.float64, n))
-    A = [e.args for e in X]
-    NONE = _NO_ARGS
-    A = [a if a is not None else NONE for a in A]
-    cat = pa.array([e.cat for e in X], pa.string()).dictionary_encode()
-    name = pa.array([e.name for e in X], pa.string()).dictionary_encode()
+    ts = _us_to_ns(np.fromiter(map(_ts, X), np.float64, n))
+    dur = _us_to_ns(np.fromiter(map(_dur, X), np.float64, n))
+    A = list(map(_args, X))
+    cat = pa.array(list(map(_cat, X)), pa.string())
+    name = pa.array(list(map(_name, X)), pa.string())
+    gpu = _mask(pc.is_in(cat, value_set=_GPU_CATS))
+    rt = _mask(pc.is_in(cat, value_set=_RUNTIME_CATS))
+    gpu_idx, rt_idx = np.nonzero(gpu)[0], np.nonzero(rt)[0]
     batch = pa.table({
         "rank": pa.array(np.full(n, rank, np.int32)),
         "ts_ns": pa.array(ts),
         "dur_ns": pa.array(dur),
         "cat": cat,
         "name": name,
-        "pid": pa.array([e.pid if e.pid.__class__ is str else str(e.pid) for e in X], pa.string()).dictionary_encode(),
-        "tid": pa.array([e.tid if e.tid.__class__ is str else str(e.tid) for e in X], pa.string()).dictionary_encode(),
-        "stream": pa.array([a.stream for a in A], pa.int32()),
-        "device": pa.array([a.device for a in A], pa.int32()),
-        "correlation": pa.array([a.correlation for a in A], pa.int64()),
-        "external_id": pa.array([a.external_id for a in A], pa.int64()),
-        "input_dims": pa.array([bytes(a.input_dims) if a.input_dims else None for a in A], pa.binary()).cast(pa.string()),
-        "input_type": pa.array([bytes(a.input_type) if a.input_type else None for a in A], pa.binary()).cast(pa.string()),
+        "pid": _ids(list(map(_pid, X))),
+        "tid": _ids(list(map(_tid, X))),
+        "stream": pa.array(list(map(_stream, A)), pa.int64()),
+        "device": pa.array(list(map(_device, A)), pa.int64()),
+        "correlation": pa.array(list(map(_corr, A)), pa.int64()),
+        "external_id": pa.array(list(map(_ext, A)), pa.int64()),
+        "input_dims": _raw_text(list(map(_dims, A))),
+        "input_type": _raw_text(list(map(_types, A))),
     })
     out.append("events", batch)
     s.events += n
@@ -247,58 +280,39 @@ def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
     acc.tmin = lo if acc.tmin is None else min(acc.tmin, lo)
     acc.tmax = hi if acc.tmax is None else max(acc.tmax, hi)
 
-    # -- subsets, selected on the (few) distinct categories and names ----------------------
-    cat_vals = cat.dictionary.to_pylist()
-    cat_idx = cat.indices.to_numpy(zero_copy_only=False)
-    name_vals = name.dictionary.to_pylist()
-    name_idx = name.indices.to_numpy(zero_copy_only=False)
-
-    def cat_mask(pred) -> np.ndarray:  # type: ignore[no-untyped-def]
-        m = np.array([bool(c is not None and pred(c)) for c in cat_vals] or [False])
-        return m[np.where(cat_idx < 0, 0, cat_idx)] if len(cat_vals) else np.zeros(n, bool)
-
-    def name_mask(pred) -> np.ndarray:  # type: ignore[no-untyped-def]
-        m = np.array([bool(v is not None and pred(v)) for v in name_vals] or [False])
-        return m[np.where(name_idx < 0, 0, name_idx)] if len(name_vals) else np.zeros(n, bool)
-
-    gpu = cat_mask(lambda c: c in GPU_ACTIVITY_KIND)
-    if gpu.any():
-        idx = np.nonzero(gpu)[0]
-        sub = batch.take(pa.array(idx))
-        kind = pc.take(pa.array([GPU_ACTIVITY_KIND.get(c or "", "kernel") for c in cat_vals], pa.string()), sub.column("cat").combine_chunks().indices)
-        is_comm = name_mask(lambda v: v.startswith(COMM_KERNEL_PREFIXES))[idx]
+    # -- subsets, selected with Arrow compute (C++) ------------------------------------------
+    comm_kernel = gpu & _mask(pc.match_substring_regex(name, _COMM_KERNEL_RE))
+    if len(gpu_idx):
+        sub = batch.take(pa.array(gpu_idx))
         acc.gpu.append(pa.table({
             "rank": sub.column("rank"), "ts_ns": sub.column("ts_ns"), "dur_ns": sub.column("dur_ns"),
-            "name": sub.column("name").cast(pa.string()), "kind": kind, "is_comm": pa.array(is_comm),
+            "name": sub.column("name"), "kind": pa.array([GPU_ACTIVITY_KIND[c] for c in sub.column("cat").to_pylist()], pa.string()),
+            "is_comm": pa.array(comm_kernel[gpu_idx]),
             "stream": sub.column("stream"), "device": sub.column("device"),
             "correlation": sub.column("correlation"), "external_id": sub.column("external_id"),
         }))
-    rt = cat_mask(lambda c: c in RUNTIME_CATS)
-    if rt.any():
-        idx = np.nonzero(rt)[0]
-        acc.runtime.append(pa.table({"correlation": batch.column("correlation").take(pa.array(idx)),
-                                     "launch_ts_ns": pa.array(ts[idx]), "launch_dur_ns": pa.array(dur[idx])}))
-        if not acc.hip and any(v.startswith("hip") for v in name_vals if v):
+    if len(rt_idx):
+        acc.runtime.append(pa.table({"correlation": batch.column("correlation").take(pa.array(rt_idx)),
+                                     "launch_ts_ns": pa.array(ts[rt_idx]), "launch_dur_ns": pa.array(dur[rt_idx])}))
+        if not acc.hip and pc.any(pc.starts_with(name.take(pa.array(rt_idx)), "hip")).as_py():
             acc.hip = True
     cpu = ~gpu
-    pids = batch.column("pid").combine_chunks()
     if cpu.any():
-        pvals = pids.dictionary.to_pylist()
-        counts = np.bincount(pids.indices.to_numpy(zero_copy_only=False)[cpu], minlength=len(pvals))
-        for v, c in zip(pvals, counts):
-            if c and v.isdigit():
+        vc = pc.value_counts(batch.column("pid").filter(pa.array(cpu))).to_pylist()
+        for item in vc:
+            v, c = item["values"], item["counts"]
+            if v is not None:
                 acc.pids[v] = acc.pids.get(v, 0) + int(c)
-    stepm = name_mask(lambda v: v.startswith("ProfilerStep#")) & cpu & cat_mask(lambda c: c == "user_annotation")
+    stepm = cpu & _mask(pc.starts_with(name, "ProfilerStep#")) & _mask(pc.equal(cat, "user_annotation"))
     for i in np.nonzero(stepm)[0]:
         m = STEP_RE.match(X[i].name)
         if m:
             acc.steps.append((int(m.group(1)), int(ts[i]), int(dur[i])))
-    commm = name_mask(lambda v: v.startswith(_COMM_CPU_PREFIXES)) & cpu
-    commm |= gpu & name_mask(lambda v: v.startswith(COMM_KERNEL_PREFIXES))
+    commm = (cpu & _mask(pc.match_substring_regex(name, _COMM_CPU_RE))) | comm_kernel
     for i in np.nonzero(commm)[0]:
         e, a = X[i], A[i]
         acc.comm.append({
-            "gpu": bool(gpu[i]), "cat": e.cat, "name": e.name, "tid": e.tid if e.tid.__class__ is str else str(e.tid),
+            "gpu": bool(gpu[i]), "cat": e.cat, "name": e.name, "tid": e.tid if e.tid.__class__ is int else _int_or_none(e.tid),
             "ts": int(ts[i]), "dur": int(dur[i]), "stream": a.stream, "correlation": a.correlation,
             "external_id": a.external_id, "collective_name": a.collective_name, "in_nelems": a.in_nelems,
             "out_nelems": a.out_nelems, "group_size": a.group_size, "dtype": a.dtype, "pg_name": a.pg_name,
@@ -309,7 +323,6 @@ def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
         })
 
 
-_NO_ARGS = KArgs()
 
 
 def _from_lenient(e: LEvent) -> Any:
@@ -329,11 +342,17 @@ def _from_lenient(e: LEvent) -> Any:
             return v
         if isinstance(v, float) and v.is_integer():
             return int(v)
-        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-            return int(v)
+        if isinstance(v, str):
+            t = v.strip()
+            if t.lstrip("-").isdigit():
+                return int(t)
+            if t.lower().startswith("0x"):
+                try:
+                    return int(t, 16)
+                except ValueError:
+                    return None
         return None
 
-    args = None
     if isinstance(e.args, dict):
         kw: dict[str, Any] = {}
         for raw, attr in ARG_FIELDS.items():
@@ -347,6 +366,8 @@ def _from_lenient(e: LEvent) -> Any:
             else:
                 kw[attr] = opt_int(v)
         args = KArgs(**kw)
+    else:
+        args = NO_ARGS
     if not isinstance(e.ph, str):
         return None
     return KEvent(ph=e.ph, cat=None if e.cat is None else str(e.cat), name="" if e.name is None else str(e.name),
@@ -359,7 +380,7 @@ def _finish(s: TraceSummary, acc: _Acc, out: PartWriter, header: dict[str, Any])
     rank = s.rank if s.rank is not None else -1
     s.trace_start_ns, s.trace_end_ns = acc.tmin, acc.tmax
     if acc.pids:
-        s.pid = int(max(acc.pids.items(), key=lambda kv: kv[1])[0])
+        s.pid = max(acc.pids.items(), key=lambda kv: kv[1])[0]
     # kernels with their launches
     if acc.gpu:
         k = pa.concat_tables(acc.gpu)

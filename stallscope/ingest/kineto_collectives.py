@@ -111,7 +111,7 @@ def _from_cpu(cpu: list[dict[str, Any]], pg_rows: list[dict[str, Any]], world_si
     return out
 
 
-def _cpu_row(e: dict[str, Any], host: dict[str, Any] | None, op: str, group_size: int | None, *, source_name: str, tid: str) -> dict[str, Any]:
+def _cpu_row(e: dict[str, Any], host: dict[str, Any] | None, op: str, group_size: int | None, *, source_name: str, tid: int | None) -> dict[str, Any]:
     meta = e if e.get("collective_name") else (host if host and host.get("collective_name") else {})
     in_n = meta.get("in_nelems") if meta else None
     if in_n is None:
@@ -220,7 +220,7 @@ class _Containment:
     """Find the host-side op (same thread) whose interval contains an event."""
 
     def __init__(self, hosts: list[dict[str, Any]]) -> None:
-        self.by_tid: dict[str, tuple[list[int], list[dict[str, Any]]]] = {}
+        self.by_tid: dict[int | None, tuple[list[int], list[dict[str, Any]]]] = {}
         for h in sorted(hosts, key=lambda r: r["ts"]):
             starts, items = self.by_tid.setdefault(h["tid"], ([], []))
             starts.append(h["ts"])

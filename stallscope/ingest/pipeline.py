@@ -123,6 +123,9 @@ def _ingest_into(writer: JobWriter, found: list[Found], hashes: dict[str, str], 
             row["status"] = "skipped"
         file_rows.append(row)
     by_label = {r["file"]: r for r in file_rows}
+    if not tasks:
+        listed = ", ".join(f"{f.label} ({f.kind})" for f in found[:3]) + (", ..." if len(found) > 3 else "")
+        raise IngestError(f"no Kineto trace, NCCL log or manifest among {len(found)} file(s): {listed}")
 
     total_bytes = sum(f.size for _, f in tasks)
     results = _run_tasks(tasks, writer.staging, workers=workers, progress=progress, total_bytes=total_bytes)
@@ -141,6 +144,9 @@ def _ingest_into(writer: JobWriter, found: list[Found], hashes: dict[str, str], 
             row["status"] = "partial"
         if res["kind"] == "kineto":
             summaries.append(res["summary"])
+    if tasks and not any(r.get("rows") for r in results) and all(r.get("error") for r in results):
+        first = next(r["error"] for r in results if r.get("error"))
+        raise IngestError(f"no usable file: {len(results)} file(s) could not be read (first: {first})")
     rank_rows = _reconcile_ranks(writer, summaries, warnings)
     for s in rank_rows:
         by_label[s["file"]]["rank"] = s["rank"]
@@ -201,7 +207,7 @@ def parse_one(kind: str, path: str, label: str, part: str, staging: str, rank_hi
 
         if isinstance(exc, StallscopeError):
             res["error"] = str(exc)
-            res["code"] = "unreadable"
+            res["code"] = exc.code
         elif isinstance(exc, MemoryError):
             res["error"] = f"{label}: out of memory while parsing ({os.path.getsize(path)} bytes); try --workers 1"
             res["code"] = "too_large"
@@ -234,8 +240,9 @@ def _run_tasks(tasks: list[tuple[int, Found]], staging: Path, *, workers: int | 
             if progress:
                 progress(len(results), n, done_bytes, total_bytes, a[2])
         return results
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["stallscope.ingest.kineto"])
+    # spawn: clean workers (no inherited threads or locks) that the pool joins, so their CPU
+    # time is accounted to this process; each imports only the parser (msgspec, numpy, pyarrow)
+    ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         pending: dict[Future[dict[str, Any]], tuple] = {}
         it = iter(args)

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from stallscope.store.layout import JOB_META, StoreLayout
 from stallscope.store.schema import SCHEMA_VERSION, table as table_spec
 
-PARQUET_OPTS: dict[str, Any] = {"compression": "zstd", "compression_level": 3, "use_dictionary": True, "write_statistics": True}
+PARQUET_OPTS: dict[str, Any] = {"compression": "zstd", "compression_level": 1, "use_dictionary": True, "write_statistics": True}
 #: staging directories older than this are leftovers of a killed ingest
 STALE_STAGING_S = 6 * 3600
 

@@ -54,12 +54,13 @@ def base_view_sql(layout: StoreLayout | None, spec: TableSpec, job: str | None, 
         parts = list(job_dir.glob(f"table={spec.name}/*.parquet"))
         if parts:
             glob = str(job_dir / f"table={spec.name}" / "*.parquet")
-            return (f"SELECT *, {_q(job or job_dir.name)} AS job FROM read_parquet({_q(glob)}, hive_partitioning = false, "
-                    f"union_by_name = true)")
+            return f"SELECT *, {_q(job or job_dir.name)} AS job FROM read_parquet({_q(glob)}, hive_partitioning = false)"
     elif layout is not None and layout.has_table(spec.name, job):
         glob = layout.table_glob(spec.name, job)
+        # every part is written with the registered schema, so the first file's schema holds for all
+        # (no union_by_name: that would read every file's footer to build each view)
         return (f"SELECT * EXCLUDE ({_ident('table')}) FROM read_parquet({_q(glob)}, hive_partitioning = true, "
-                f"union_by_name = true, hive_types = {{'job': 'VARCHAR', 'table': 'VARCHAR'}})")
+                f"hive_types = {{'job': 'VARCHAR', 'table': 'VARCHAR'}})")
     cols = ", ".join(f"CAST(NULL AS {_duck_type(c.type)}) AS {_ident(c.name)}" for c in spec.columns)
     return f"SELECT {cols}, CAST(NULL AS VARCHAR) AS job WHERE false"
 
@@ -76,6 +77,7 @@ def build(con: duckdb.DuckDBPyConnection, layout: StoreLayout | None, *, job: st
     # comments: stored tables first, then SQL views (which may replace a stored table's view)
     # a SQL view that redefines a stored table keeps the stored columns' docs
     for spec in specs.values():
+        con.execute(f"COMMENT ON VIEW {_ident('_' + spec.name)} IS {_q('helper: the stored Parquet parts of ' + spec.name)}")
         con.execute(f"COMMENT ON VIEW {_ident(spec.name)} IS {_q(spec.doc)}")
         for c in [*spec.columns, _JOB_COLUMN]:
             doc = c.doc + (f" ({c.unit})" if c.unit else "")

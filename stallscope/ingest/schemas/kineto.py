@@ -40,7 +40,7 @@ ARG_FIELDS: dict[str, str] = {
 }
 
 
-class KArgs(msgspec.Struct, gc=False):
+class KArgs(msgspec.Struct, frozen=True, gc=False):
     """The subset of an event's ``args`` that ingest normalizes (strict types)."""
 
     external_id: int | None = msgspec.field(name="External id", default=None)
@@ -63,6 +63,10 @@ class KArgs(msgspec.Struct, gc=False):
     input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b""))
 
 
+#: shared "no args" value (events without ``args`` or whose ``args`` are empty)
+NO_ARGS = KArgs()
+
+
 class KEvent(msgspec.Struct, gc=False):
     """One trace event (strict types). Unknown keys are skipped by the decoder."""
 
@@ -73,7 +77,7 @@ class KEvent(msgspec.Struct, gc=False):
     tid: int | str = ""
     ts: float = 0.0
     dur: float = 0.0
-    args: KArgs | None = None
+    args: KArgs = NO_ARGS
 
 
 class LEvent(msgspec.Struct, gc=False):

@@ -1,0 +1,69 @@
+"""Idempotent re-ingest, content-derived job ids, atomic publish."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import stallscope
+from stallscope.api import ingest
+from stallscope.store.layout import StoreLayout
+from tests.conftest import TRACES
+
+GLOO = TRACES / "cpu_gloo"
+
+
+def test_reingest_is_a_noop(store: Path) -> None:
+    a = ingest([GLOO], store=store, analyze=False)
+    meta = StoreLayout.at(store).job_dir(a.job) / "_job.json"
+    before = meta.stat().st_mtime_ns
+    b = ingest([GLOO], store=store, analyze=False)
+    assert b.skipped and b.job == a.job
+    assert meta.stat().st_mtime_ns == before
+    assert StoreLayout.at(store).jobs() == [a.job]
+
+
+def test_job_id_from_content_not_names(tmp_path: Path, store: Path) -> None:
+    d = tmp_path / "renamed"
+    d.mkdir()
+    for i, p in enumerate(sorted(GLOO.glob("rank*.pt.trace.json.gz"))):
+        (d / f"whatever-{i}.gz").write_bytes(p.read_bytes())
+    a = ingest([d], store=store, analyze=False)
+    b = ingest(sorted(GLOO.glob("rank*.pt.trace.json.gz")), store=tmp_path / "other", analyze=False)
+    assert a.job == b.job
+
+
+def test_interrupted_ingest_leaves_nothing_visible(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stallscope.ingest import pipeline
+
+    def boom(*a: object, **k: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "_reconcile_ranks", boom)
+    with pytest.raises(KeyboardInterrupt):
+        ingest([GLOO], store=store, analyze=False)
+    layout = StoreLayout.at(store)
+    assert layout.jobs() == []
+    assert not any(layout.root.glob("job=*"))
+    assert list(layout.staging_root.iterdir()) == []
+    assert stallscope.open(store).sql("SELECT count(*) n FROM events")["n"][0] == 0
+
+
+def test_named_job_and_job_filter(store: Path) -> None:
+    ingest([GLOO / "rank0.pt.trace.json.gz"], store=store, job="a", analyze=False)
+    ingest([GLOO / "rank1.pt.trace.json.gz"], store=store, job="b", analyze=False)
+    assert stallscope.open(store).sql("SELECT count(DISTINCT job) n FROM events")["n"][0] == 2
+    only = stallscope.open(store, job="b").sql("SELECT DISTINCT job, rank FROM events")
+    assert only.rows() == [("b", 1)]
+
+
+def test_hive_layout_readable_by_other_engines(store: Path) -> None:
+    import polars as pl
+
+    ingest([GLOO], store=store, job="j1", analyze=False)
+    df = pl.scan_parquet(str(store / "job=*" / "table=events" / "*.parquet"), hive_partitioning=True).select(
+        pl.col("job"), pl.len()).group_by("job").agg(pl.col("len").first()).collect()
+    assert df["job"].to_list() == ["j1"]
+    assert os.path.exists(store / "catalog.duckdb")
