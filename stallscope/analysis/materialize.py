@@ -17,8 +17,31 @@ import pyarrow as pa
 from stallscope.store.sqldoc import SqlView
 
 Step = Callable[[duckdb.DuckDBPyConnection], dict[str, pa.Table]]
-#: analysis steps in dependency order (filled by the analysis modules)
-STEPS: list[tuple[str, Step]] = []
+
+
+def _collectives_and_clocks(con: duckdb.DuckDBPyConnection) -> dict[str, pa.Table]:
+    """Match collectives, estimate host clock offsets from them, then align member metrics."""
+    import polars as pl
+
+    from stallscope.analysis.clock import estimate_offsets
+    from stallscope.analysis.collectives import instances_and_members, match_rows
+    from stallscope.store.queries import arrow_of
+
+    rows = match_rows(con)
+    ranks = pl.from_arrow(arrow_of(con.sql("SELECT rank, host, base_time_ns FROM ranks")))
+    offsets = estimate_offsets(rows, ranks)  # type: ignore[arg-type]
+    inst, members = instances_and_members(rows, offsets)
+    return {"clock_offsets": offsets.to_arrow(), "collective_instances": inst.to_arrow(), "collective_members": members.to_arrow()}
+
+
+def _breakdown(con: duckdb.DuckDBPyConnection) -> dict[str, pa.Table]:
+    from stallscope.analysis.breakdown import step_breakdown
+
+    return {"step_breakdown": step_breakdown(con)}
+
+
+#: analysis steps in dependency order; each sees the tables of the steps before it
+STEPS: list[tuple[str, Step]] = [("collectives", _collectives_and_clocks), ("breakdown", _breakdown)]
 
 
 def materialize(staging: Path, *, views: Sequence[SqlView]) -> list[dict[str, Any]]:
@@ -35,10 +58,10 @@ def materialize(staging: Path, *, views: Sequence[SqlView]) -> list[dict[str, An
         for name, step in STEPS:
             try:
                 produced = step(con)
-            except duckdb.Error as exc:
+            except (duckdb.Error, ArithmeticError, ValueError) as exc:
                 warnings.append({"file": None, "code": "analysis_failed", "message": f"analysis step {name} failed: {exc}".splitlines()[0]})
                 continue
-            pw = PartWriter(staging, "analysis")
+            pw = PartWriter(staging, name)
             for table, data in produced.items():
                 pw.write(table, data)
             pw.close()

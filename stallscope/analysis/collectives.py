@@ -1,0 +1,141 @@
+"""Collective instances: the same collective matched across all of its participants.
+
+Matching key, per collective row of each rank:
+
+* **channel**: what the collective belongs to. ``pg:<name>:<ranks>`` when the trace names the
+  process group (and its members); point-to-point ops whose peer is known go to
+  ``p2p:<a>-<b>`` (PyTorch runs each peer pair on its own NCCL communicator); otherwise the
+  NCCL stream (``stream:<id>``, stable across ranks of one program) or, on CPU-only traces,
+  ``cpu`` (the enqueue order of ``c10d::*`` calls, identical on every rank).
+* **position** in the channel: ``Seq`` when every row of the channel carries it (PyTorch's
+  per-group sequence number); else the order within (channel, step) — steps are numbered the
+  same on every rank (``ProfilerStep#N``), so a rank whose profiling window started one
+  collective earlier still matches — falling back to the order within the channel outside
+  steps. GPU rows are ordered by kernel start (a stream executes in issue order), CPU rows by
+  their enqueue call.
+
+An instance is consistent when all members agree on op and size; member metrics (arrival,
+wait, transfer) need aligned clocks and are computed after :mod:`stallscope.analysis.clock`.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from stallscope.store.queries import arrow_of
+
+#: ops whose members all end together (used for clock alignment)
+SYNCHRONOUS_OPS = ("allreduce", "allgather", "reducescatter", "barrier", "alltoall", "broadcast")
+#: point-to-point ops: a pair, not a group
+P2P_OPS = ("send", "recv", "sendrecv")
+
+MATCH_SQL = """
+WITH c AS (
+  SELECT c.*, coalesce(r.host, 'rank-' || c.rank) AS host,
+    CASE
+      WHEN c.op IN ('send', 'recv', 'sendrecv') AND c.peer IS NOT NULL
+        THEN 'p2p:' || least(c.rank, c.peer) || '-' || greatest(c.rank, c.peer)
+      WHEN c.pg_name IS NOT NULL
+        THEN 'pg:' || c.pg_name || coalesce(':' || array_to_string(c.pg_ranks, ','), '')
+      WHEN c.stream IS NOT NULL THEN 'stream:' || c.stream
+      ELSE 'cpu'
+    END AS channel,
+    coalesce(c.cpu_start_ns, c.start_ns) AS issue_ns
+  FROM collectives c LEFT JOIN ranks r ON r.rank = c.rank
+),
+ch AS (SELECT channel, bool_and(seq IS NOT NULL) AS has_seq FROM c GROUP BY channel),
+k AS (
+  SELECT c.*, ch.has_seq,
+    CASE WHEN c.source = 'cpu' THEN c.issue_ns ELSE c.start_ns END AS order_ns
+  FROM c JOIN ch USING (channel)
+),
+keyed AS (
+  SELECT k.*,
+    CASE WHEN has_seq THEN seq
+         ELSE row_number() OVER (PARTITION BY rank, channel, step ORDER BY order_ns) END AS pos
+  FROM k
+)
+SELECT dense_rank() OVER (ORDER BY channel, CASE WHEN has_seq THEN NULL ELSE step END, pos) AS instance_id,
+       CASE WHEN has_seq THEN 'seq' ELSE 'order' END AS match,
+       channel, rank, host, step, op, bytes, group_size, pg_name, seq, pg_ranks,
+       start_ns, end_ns, cpu_start_ns
+FROM keyed
+"""
+
+
+def match_rows(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Every collective row with its ``instance_id`` (raw, unaligned times)."""
+    return pl.from_arrow(arrow_of(con.sql(MATCH_SQL)))  # type: ignore[return-value]
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests bus-bandwidth factor for ``op`` over ``n`` ranks.
+
+    >>> bus_factor("allreduce", 8), bus_factor("allgather", 4), bus_factor("broadcast", 8)
+    (1.75, 0.75, 1.0)
+    """
+    if n <= 1:
+        return 1.0
+    if op == "allreduce":
+        return 2 * (n - 1) / n
+    if op in ("allgather", "reducescatter", "alltoall"):
+        return (n - 1) / n
+    return 1.0
+
+
+def instances_and_members(rows: pl.DataFrame, offsets: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Aligned member metrics and per-instance summaries from matched rows and host offsets."""
+    off = offsets.select("host", "offset_ns")
+    m = (
+        rows.join(off, on="host", how="left")
+        .with_columns(pl.col("offset_ns").fill_null(0))
+        .with_columns(
+            (pl.col("start_ns") + pl.col("offset_ns")).alias("arrival_ns"),
+            (pl.col("end_ns") + pl.col("offset_ns")).alias("end_ns"),
+            (pl.col("cpu_start_ns") + pl.col("offset_ns")).alias("cpu_start_ns"),
+        )
+    )
+    m = m.with_columns(
+        pl.col("arrival_ns").max().over("instance_id").alias("_last"),
+        pl.col("arrival_ns").min().over("instance_id").alias("_first"),
+    )
+    m = m.with_columns(
+        (pl.col("_last") - pl.col("arrival_ns")).alias("wait_ns"),
+        (pl.col("end_ns") - pl.col("_last")).alias("transfer_ns"),
+        (pl.col("arrival_ns") == pl.col("_last")).alias("is_last"),
+    )
+    inst = (
+        m.sort("arrival_ns")
+        .group_by("instance_id", maintain_order=True)
+        .agg(
+            pl.col("channel").first(), pl.col("match").first(), pl.col("pg_name").first(), pl.col("seq").first(),
+            pl.col("step").first(), pl.col("op").first(),
+            pl.col("bytes").max().alias("bytes"),
+            pl.col("group_size").max().alias("group_size"),
+            pl.len().cast(pl.Int32).alias("members"),
+            pl.col("host").n_unique().cast(pl.Int32).alias("hosts"),
+            ((pl.col("op").n_unique() == 1) & (pl.col("bytes").drop_nulls().n_unique() <= 1)).alias("consistent"),
+            pl.col("_first").first().alias("first_arrival_ns"),
+            pl.col("_last").first().alias("last_arrival_ns"),
+            pl.col("rank").last().alias("last_rank"),
+            pl.col("end_ns").median().cast(pl.Int64).alias("end_ns"),
+        )
+        .with_columns(
+            pl.when(pl.col("hosts") > 1).then(pl.lit("inter")).otherwise(pl.lit("intra")).alias("scope"),
+            (pl.col("last_arrival_ns") - pl.col("first_arrival_ns")).alias("skew_ns"),
+            (pl.col("end_ns") - pl.col("last_arrival_ns")).alias("transfer_ns"),
+        )
+    )
+    n = pl.coalesce(pl.col("group_size"), pl.col("members")).cast(pl.Float64)
+    factor = (
+        pl.when(n <= 1).then(1.0)
+        .when(pl.col("op") == "allreduce").then(2 * (n - 1) / n)
+        .when(pl.col("op").is_in(["allgather", "reducescatter", "alltoall"])).then((n - 1) / n)
+        .otherwise(1.0)
+    )
+    algbw = pl.when(pl.col("transfer_ns") > 0).then(pl.col("bytes") / pl.col("transfer_ns")).otherwise(None)
+    inst = inst.with_columns(factor.alias("bus_factor"), algbw.alias("algbw_gbps")).with_columns(
+        (pl.col("algbw_gbps") * pl.col("bus_factor")).alias("busbw_gbps"))
+    members = m.select("instance_id", "rank", "host", "step", "arrival_ns", "end_ns", "wait_ns", "transfer_ns", "is_last", "cpu_start_ns")
+    return inst, members
