@@ -51,3 +51,22 @@ def ingest(paths: Sequence[str | Path], *, store: str | Path | None = None, job:
         except Exception:  # noqa: BLE001 - best effort: the Parquet files are the source of truth
             pass
     return result
+
+
+def resolve_job(path_or_job: str | Path, *, store: str | Path | None = None, workers: int | None = None,
+                progress: Progress | None = None) -> tuple[Store, IngestResult | None]:
+    """A bundle path is ingested (a no-op if already stored); anything else must be a job id.
+
+    Returns the store restricted to that job, and the ingest result when a path was given.
+    """
+    from stallscope.errors import UsageError
+    from stallscope.store.layout import StoreLayout
+
+    p = Path(path_or_job)
+    if p.exists():
+        res = ingest([p], store=store, workers=workers, progress=progress)
+        return open_store(store, job=res.job), res
+    layout = StoreLayout.at(store)
+    if layout.exists(str(path_or_job)):
+        return open_store(store, job=str(path_or_job)), None
+    raise UsageError(f"{path_or_job}: neither a bundle path nor a job in store {layout.root}")

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "jobs": ("stallscope.cli.jobs", "jobs", "List the jobs in the store."),
     "sql": ("stallscope.cli.sql", "sql", "Run a SQL query over the store's views."),
     "tables": ("stallscope.cli.sql", "tables", "List tables and views with their documentation."),
+    "export": ("stallscope.cli.export", "export", "Export a job (merged Perfetto timeline on aligned clocks)."),
 }
 
 
