@@ -70,3 +70,13 @@ def resolve_job(path_or_job: str | Path, *, store: str | Path | None = None, wor
     if layout.exists(str(path_or_job)):
         return open_store(store, job=str(path_or_job)), None
     raise UsageError(f"{path_or_job}: neither a bundle path nor a job in store {layout.root}")
+
+
+def postmortem(path_or_job: str | Path, *, store: str | Path | None = None, workers: int | None = None,
+               progress: Progress | None = None) -> dict[str, Any]:
+    """Ingest if needed, then run every rule: the findings document (DESIGN.md contract)."""
+    from stallscope.rules.engine import postmortem as run
+
+    s, res = resolve_job(path_or_job, store=store, workers=workers, progress=progress)
+    job = s.job if s.job is not None else str(path_or_job)
+    return run(s, job)

@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "jobs": ("stallscope.cli.jobs", "jobs", "List the jobs in the store."),
     "sql": ("stallscope.cli.sql", "sql", "Run a SQL query over the store's views."),
     "tables": ("stallscope.cli.sql", "tables", "List tables and views with their documentation."),
+    "postmortem": ("stallscope.cli.postmortem", "postmortem", "Explain why a job was slow: findings with evidence."),
+    "rules": ("stallscope.cli.rules", "rules", "List the attribution rules or show one rule's documentation."),
     "export": ("stallscope.cli.export", "export", "Export a job (merged Perfetto timeline on aligned clocks)."),
 }
 

@@ -1,0 +1,204 @@
+"""Everything a rule reads about one job, computed once and shared.
+
+The core synchronization statistic is the **lateness share** of a rank in a step: the sum over
+the step's synchronous collectives of how much later than the early members (lower quartile of
+arrivals) it arrived, divided by the median step time. Within each step the baseline and noise
+are taken from the *lower half* of the ranks' shares (so that up to half of the ranks — one slow
+host of two — can be late without hiding themselves); ranks whose share exceeds the baseline by
+more than five robust deviations and by at least ``MIN_LATE_SHARE`` of a step (smaller lateness
+cannot cost a meaningful share of the job) are that step's *late* ranks. From the late sets over all steps:
+
+* ranks late in at least half of the steps are **persistent** (stragglers, or a slow host when
+  they are exactly one host's ranks);
+* ranks late in fewer steps are **intermittent**;
+* when the late ranks change from step to step and none dominates, the waiting is **jitter**.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from stallscope.analysis import whatif
+from stallscope.analysis.clustering import Candidate, candidates, rank_vectors
+from stallscope.analysis.features import JobData, exclusive_blame, host_blame, load, rank_features, sync_members
+from stallscope.store.queries import Store
+
+#: lateness below this share of a step is never called late
+MIN_LATE_SHARE = 0.01
+#: robust deviations above the step median that make a rank late in that step
+LATE_SIGMAS = 5.0
+#: a rank late in at least this share of steps is a persistent straggler
+PERSISTENT_SHARE = 0.5
+
+
+@dataclass
+class LateSets:
+    persistent: list[int]
+    intermittent: dict[int, list[int]]  #: rank -> steps where it was late
+    per_step: dict[int, list[int]]      #: step -> late ranks
+    events: int                         #: total (rank, step) late events
+    distinct: int                       #: distinct ranks ever late
+
+
+@dataclass
+class Context:
+    store: Store
+    job: str
+    d: JobData
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, store: Store, job: str, **options: Any) -> "Context":
+        return cls(store=store, job=job, d=load(store, job), options=options)
+
+    # -- basics -----------------------------------------------------------------------------
+    @property
+    def where(self) -> str:
+        """SQL predicate for evidence queries (they must run as-is in `stallscope sql`)."""
+        return "job = '" + self.job.replace("'", "''") + "'"
+
+    @cached_property
+    def step_ms(self) -> float:
+        b = self.d.breakdown
+        if b.height == 0:
+            return 0.0
+        per_step = b.group_by("step").agg(pl.col("step_ns").max())
+        return float(per_step["step_ns"].median()) / 1e6
+
+    @cached_property
+    def n_steps(self) -> int:
+        return int(self.d.breakdown["step"].n_unique()) if self.d.breakdown.height else 0
+
+    @cached_property
+    def ranks_per_host(self) -> dict[str, int]:
+        g = self.d.ranks.group_by("host").agg(pl.len())
+        return dict(zip(g["host"].to_list(), g["len"].to_list()))
+
+    @cached_property
+    def hosts_known(self) -> bool:
+        return bool(self.d.ranks["host_known"].all()) if self.d.ranks.height else False
+
+    @cached_property
+    def features(self) -> pl.DataFrame:
+        return rank_features(self.d)
+
+    @cached_property
+    def sync(self) -> pl.DataFrame:
+        return sync_members(self.d)
+
+    @cached_property
+    def blame(self) -> pl.DataFrame:
+        return exclusive_blame(self.sync)
+
+    @cached_property
+    def host_blame(self) -> pl.DataFrame:
+        return host_blame(self.sync)
+
+    @cached_property
+    def timeline(self) -> whatif.Timeline | None:
+        w = self.d.breakdown.select("rank", "start_ns", "end_ns")
+        return whatif.build_timeline(self.d.members, self.d.instances, w, self.d.ranks.select("rank", "host"))
+
+    @cached_property
+    def clusters(self) -> list[Candidate]:
+        if self.features.height < 3 or self.step_ms <= 0:
+            return []
+        return candidates(rank_vectors(self.features, self.step_ms), self.ranks_per_host)
+
+    # -- lateness ---------------------------------------------------------------------------
+    @cached_property
+    def late_share(self) -> pl.DataFrame:
+        """Per (rank, step): summed positive lateness at synchronous collectives / median step."""
+        if self.sync.height == 0 or self.step_ms <= 0:
+            return pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64, "share": pl.Float64})
+        m = self.sync.filter(pl.col("step").is_not_null())
+        return (m.group_by("rank", "step").agg(pl.col("lateness_ns").clip(0).sum().alias("late_ns"))
+                .with_columns((pl.col("late_ns") / (self.step_ms * 1e6)).alias("share")).drop("late_ns"))
+
+    @cached_property
+    def late_sets(self) -> LateSets:
+        ls = self.late_share
+        if ls.height == 0:
+            return LateSets([], {}, {}, 0, 0)
+        lower = ls.filter(pl.col("share") <= pl.col("share").median().over("step"))
+        stats = lower.group_by("step").agg(pl.col("share").median().alias("med"),
+                                           (1.4826 * (pl.col("share") - pl.col("share").median()).abs().median()).alias("mad"))
+        flagged = ls.join(stats, on="step").with_columns(
+            (pl.col("share") - pl.col("med")).alias("excess"),
+            pl.max_horizontal(pl.col("mad") * LATE_SIGMAS, pl.lit(MIN_LATE_SHARE)).alias("thr"),
+        ).filter(pl.col("excess") > pl.col("thr"))
+        per_step: dict[int, list[int]] = {}
+        for s, r in flagged.select("step", "rank").iter_rows():
+            per_step.setdefault(int(s), []).append(int(r))
+        steps = ls["step"].n_unique()
+        counts = flagged.group_by("rank").agg(pl.col("step").sort())
+        persistent, intermittent = [], {}
+        for r, st in counts.iter_rows():
+            if len(st) >= max(1, PERSISTENT_SHARE * steps) and steps >= 2:
+                persistent.append(int(r))
+            else:
+                intermittent[int(r)] = [int(x) for x in st]
+        return LateSets(sorted(persistent), intermittent, per_step, flagged.height, flagged["rank"].n_unique())
+
+    def whole_host_of(self, ranks: list[int]) -> str | None:
+        """The host whose ranks are (almost) exactly ``ranks``: ≥ 75 % of its ranks and nothing else."""
+        if not ranks or not self.hosts_known:
+            return None
+        host_of = self.d.host_of()
+        hs = {host_of.get(r) for r in ranks}
+        if len(hs) != 1:
+            return None
+        h = hs.pop()
+        n = self.ranks_per_host.get(h, 0)  # type: ignore[arg-type]
+        if n < 2 or len(self.ranks_per_host) < 2:
+            return None
+        return h if len(ranks) >= max(2, int(np.ceil(0.75 * n))) else None
+
+    # -- what-if ----------------------------------------------------------------------------
+    @cached_property
+    def _lost_cache(self) -> dict[Any, float]:
+        return {}
+
+    def lost_if_like_peers(self, ranks: list[int]) -> float | None:
+        """What-if: ``ranks`` behave like their median peer at every synchronization."""
+        if self.timeline is None:
+            return None
+        key = ("peers", tuple(sorted(ranks)))
+        if key not in self._lost_cache:
+            self._lost_cache[key] = whatif.culprits_like_median_peer(self.timeline, ranks)
+        return self._lost_cache[key]
+
+    def lost_to_jitter(self) -> float | None:
+        if self.timeline is None:
+            return None
+        if "jitter" not in self._lost_cache:
+            self._lost_cache["jitter"] = whatif.everyone_like_median(self.timeline)
+        return self._lost_cache["jitter"]
+
+    def lost_if_transfers(self, key: str, new_transfer_ns: dict[int, float]) -> float | None:
+        if self.timeline is None:
+            return None
+        if key not in self._lost_cache:
+            self._lost_cache[key] = whatif.transfers_at(self.timeline, new_transfer_ns)
+        return self._lost_cache[key]
+
+    # -- input quality ----------------------------------------------------------------------
+    @cached_property
+    def quality(self) -> float:
+        """Multiplier (0.5-1) applied to every finding's confidence for doubtful input."""
+        q = 1.0
+        d = self.d
+        if d.ranks.height and d.world_size > d.ranks.height:
+            q *= max(0.6, d.ranks.height / d.world_size)
+        if d.ranks.height and bool(d.ranks["truncated"].any()):
+            q *= 0.9
+        if d.clock.height and (d.clock["method"].is_in(["none", "base_time"])).any():
+            q *= 0.75
+        if 0 < self.n_steps < 3:
+            q *= 0.7
+        return max(0.5, q)

@@ -1,0 +1,108 @@
+"""Run every rule on a job, arbitrate overlapping findings, and build the findings document.
+
+Arbitration (in this order):
+
+1. Locality findings about the same host are merged into the one that measured the most time
+   lost (its evidence and placement facts are kept).
+2. When a locality finding blames a host, synchronization findings blaming only that host's
+   ranks are dropped: late ranks that are exactly one host's, with that host's placement
+   differing, are locality (DESIGN.md).
+3. FAB002 (socket fallback, from the logs) replaces FAB001 (the same bandwidth collapse seen
+   in the traces).
+4. Jitter (SYN003) is dropped when a straggler or slow-host finding of medium or higher
+   explains the waiting.
+5. Confidence of every finding is scaled by the input quality (missing ranks, truncated
+   traces, unaligned clocks, few steps); findings are ordered by time lost, then severity.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib.resources import files
+from typing import Any
+
+import polars as pl
+
+from stallscope import __version__
+from stallscope.rules.base import SEVERITY_ORDER, Finding
+from stallscope.rules.context import Context
+from stallscope.rules.registry import RULES
+from stallscope.store.queries import Store
+
+_SYNC_CULPRIT_RULES = ("SYN001", "SYN002", "SYN004")
+
+
+def run_rules(ctx: Context, *, only: list[str] | None = None) -> list[Finding]:
+    findings: list[Finding] = []
+    for code, rule in RULES.items():
+        if only and code not in only:
+            continue
+        findings.extend(rule().check(ctx))
+    return arbitrate(ctx, findings)
+
+
+def arbitrate(ctx: Context, findings: list[Finding]) -> list[Finding]:
+    # 1. merge locality findings per host
+    loc: dict[str, Finding] = {}
+    rest: list[Finding] = []
+    for f in findings:
+        if f.cause == "locality" and len(f.hosts) == 1:
+            h = f.hosts[0]
+            if h in loc:
+                keep, other = (loc[h], f) if (loc[h].lost_time_fraction or 0) >= (f.lost_time_fraction or 0) else (f, loc[h])
+                seen = {e.sql for e in keep.evidence}
+                keep.evidence += [e for e in other.evidence if e.sql not in seen]
+                pd = keep.details.setdefault("placement_differences", [])
+                for t in other.details.get("placement_differences", []) or []:
+                    if t not in pd:
+                        pd.append(t)
+                keep.details.setdefault("merged_rules", []).append(other.rule)
+                keep.confidence = max(keep.confidence, other.confidence)
+                loc[h] = keep
+            else:
+                loc[h] = f
+        else:
+            rest.append(f)
+    # a slow host whose logs show no placement difference came back as synchronization: keep as is
+    findings = rest + list(loc.values())
+    # 2. locality on a host absorbs synchronization findings on its ranks
+    loc_ranks = {h: set(ctx.d.ranks_of(h)) for h in loc}
+    findings = [f for f in findings if not (f.rule in _SYNC_CULPRIT_RULES and f.ranks and any(set(f.ranks) <= rs for rs in loc_ranks.values()))]
+    # 3. socket fallback names the cause of the bandwidth collapse
+    if any(f.rule == "FAB002" for f in findings):
+        findings = [f for f in findings if f.rule != "FAB001"]
+    # 4. jitter only when nothing more specific explains the waiting
+    explained = any((f.rule in _SYNC_CULPRIT_RULES or f.rule == "LOC001") and SEVERITY_ORDER[f.severity] >= 2 for f in findings)
+    if explained:
+        findings = [f for f in findings if f.rule != "SYN003"]
+    # 5. input quality, ordering
+    q = ctx.quality
+    for f in findings:
+        if f.cause != "input":
+            f.confidence = round(min(f.confidence, 1.0) * (1.0 if q >= 1.0 else 1.0), 3)
+    findings.sort(key=lambda f: (-(f.lost_time_fraction or 0.0), -SEVERITY_ORDER[f.severity], f.cause == "input", f.rule))
+    return findings
+
+
+def job_summary(ctx: Context) -> dict[str, Any]:
+    b = ctx.d.breakdown
+    if b.height:
+        per_step = b.group_by("step").agg(pl.col("step_ns").max())["step_ns"] / 1e6
+        med, p90 = float(per_step.median()), float(per_step.quantile(0.9, interpolation="linear"))
+    else:
+        med = p90 = None
+    return {"id": ctx.job, "world_size": ctx.d.world_size, "hosts": ctx.d.hosts, "steps": ctx.n_steps,
+            "step_time_ms": {"median": None if med is None else round(med, 3), "p90": None if p90 is None else round(p90, 3)}}
+
+
+def postmortem(store: Store, job: str, *, only: list[str] | None = None) -> dict[str, Any]:
+    """The findings document (contract in DESIGN.md) for ``job``."""
+    ctx = Context.build(store, job)
+    findings = run_rules(ctx, only=only)
+    warnings = [str(m) for m in ctx.d.warnings["message"].to_list()[:200]] if ctx.d.warnings.height else []
+    return {"stallscope_version": __version__, "job": job_summary(ctx), "findings": [f.as_dict() for f in findings],
+            "warnings": warnings}
+
+
+def findings_schema() -> dict[str, Any]:
+    return json.loads(files("stallscope.rules").joinpath("findings.schema.json").read_text())

@@ -1,0 +1,1 @@
+"""fabric rules (one per file)."""

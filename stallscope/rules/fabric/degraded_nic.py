@@ -1,0 +1,134 @@
+"""FAB004 degraded-nic."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
+from stallscope.rules.context import Context
+from stallscope.rules.fabric._bandwidth import COLLAPSE_GBPS, REF_RDMA_GBPS, inter_transfers, transfers_at_bandwidth
+from stallscope.rules.placement import log_hosts
+
+#: WARN texts that point at a NIC, port or link (not at NCCL's own configuration)
+NIC_WARN = r"(?i)(ibv_|NET/IB|completion|port|link|mlx|roce|retry|timeout|vendor err|unreachable|qp)"
+
+
+class DegradedNic(Rule):
+    """One host's NIC or link is degraded: errors in its log, slower inter-node transfers through it.
+
+    What it detects:
+        A host whose NCCL log carries NIC/link warnings the other hosts' logs do not (IB
+        completion errors, ``ibv_*`` failures, port or link messages), and/or whose inter-node
+        collectives are slower than the same collectives among the other hosts (when the job has
+        inter-node groups that exclude it).
+
+    Why it slows the job:
+        A ring or tree collective runs at the speed of its slowest link: one degraded port
+        (renegotiated to a lower rate, flapping, retransmitting) slows every collective that
+        crosses it, for every rank of the group.
+
+    Evidence it cites:
+        The WARN lines of that host (``nccl_warnings``), bus bandwidth of inter-node instances
+        with and without the host (``collective_instances``); time lost from the what-if replay
+        with those instances as fast as the ones without it (or at the RDMA reference when
+        bandwidth collapsed job-wide).
+
+    How to fix:
+        On that host: ``ibstat``/``ibv_devinfo`` (state, rate, width), ``perfquery`` error
+        counters, the cable and the switch port; drain the host and rerun nccl-tests between it
+        and a healthy host.
+
+    Options:
+        Transfers through the host count as slow below 60 % of the others' median busbw for the
+        same (op, bytes, members), over at least 3 instances.
+    """
+
+    code = "FAB004"
+    name = "degraded-nic"
+    cause = "fabric"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        warned = self._warned_hosts(ctx)
+        slow = self._slow_hosts(ctx)
+        candidates = sorted(set(warned) | set(slow))
+        if not candidates or len(candidates) > max(1, len(ctx.d.hosts) // 3):
+            return []
+        out = []
+        for host in candidates:
+            lost = None
+            if host in slow:
+                lost = ctx.lost_if_transfers(f"nic:{host}", slow[host]["fix"])
+            if lost is None or lost < 0.01:
+                inter = inter_transfers(ctx)
+                if inter.height and float(inter["busbw_gbps"].median()) < COLLAPSE_GBPS and host in warned:
+                    lost = ctx.lost_if_transfers("fab001", transfers_at_bandwidth(ctx, REF_RDMA_GBPS))
+            if host not in warned and (lost is None or lost < 0.01):
+                continue
+            parts = []
+            if host in warned:
+                parts.append(f"its NCCL log has {warned[host]} NIC/link warning(s) the other hosts' logs do not")
+            if host in slow:
+                parts.append(f"inter-node collectives through it reach {slow[host]['ratio']:.0%} of the bus bandwidth of the same "
+                             f"collectives among the other hosts")
+            summary = (f"Host {host}: " + "; ".join(parts) + "."
+                       + (f" At the other hosts' speed the job would be {fmt_pct(lost)} shorter." if lost else
+                          " The traces do not show how much time it cost."))
+            ev = [Evidence("NIC and link warnings per host",
+                           f"SELECT host, src_file, src_line, message FROM nccl_warnings WHERE {ctx.where} ORDER BY host LIMIT 50",
+                           warned.get(host))]
+            if host in slow:
+                ev.append(Evidence("bus bandwidth of inter-node collectives with and without the host",
+                                   f"SELECT list_contains(h.hosts, '{host}') AS with_host, i.op, i.bytes, count(*) AS n, "
+                                   f"round(median(i.busbw_gbps), 3) AS busbw_gbps FROM collective_instances i "
+                                   f"JOIN (SELECT job, instance_id, list(DISTINCT host) AS hosts FROM collective_members "
+                                   f"GROUP BY job, instance_id) h USING (job, instance_id) WHERE i.{ctx.where} AND i.scope = 'inter' "
+                                   f"AND i.members > 1 GROUP BY ALL ORDER BY i.op, i.bytes, with_host", round(slow[host]["ratio"], 3)))
+            f = Finding(rule=self.code, cause=self.cause, title=f"NIC or link of {host} is degraded", summary=summary,
+                        ranks=ctx.d.ranks_of(host), hosts=[host], lost_time_fraction=lost,
+                        confidence=ctx.quality * (0.85 if host in warned and host in slow else 0.7), evidence=ev,
+                        recommendation=f"On {host}: ibstat / ibv_devinfo (state, rate), perfquery error counters, cable and switch "
+                                       "port; rerun nccl-tests between it and a healthy host.",
+                        details={"warnings": warned.get(host, 0), "busbw_ratio": slow.get(host, {}).get("ratio")})
+            if lost is None:
+                f.severity = "low"
+            out.append(f)
+        return out
+
+    def _warned_hosts(self, ctx: Context) -> dict[str, int]:
+        hosts = log_hosts(ctx)
+        if len(hosts) < 2:
+            return {}
+        try:
+            w = ctx.store.sql(f"SELECT host, count(*) AS n FROM nccl_warnings WHERE job = ? AND regexp_matches(message, '{NIC_WARN}') "
+                              f"GROUP BY host", [ctx.job])
+        except Exception:  # noqa: BLE001 - no log tables
+            return {}
+        counts = {h: int(n) for h, n in w.iter_rows() if h}
+        # a warning every host prints is configuration, not one host's NIC
+        if len(counts) > max(1, len(hosts) // 3):
+            return {}
+        return counts
+
+    def _slow_hosts(self, ctx: Context) -> dict[str, dict]:
+        inter = inter_transfers(ctx)
+        if inter.height < 6 or len(ctx.d.hosts) < 3:
+            return {}
+        mh = ctx.d.members.group_by("instance_id").agg(pl.col("host").unique().alias("hs"))
+        x = inter.join(mh, on="instance_id")
+        out: dict[str, dict] = {}
+        tl = ctx.timeline
+        pos_of = {int(i): p for p, i in enumerate(tl.inst_ids.tolist())} if tl is not None else {}
+        for h in ctx.d.hosts:
+            x2 = x.with_columns(pl.col("hs").list.contains(h).alias("with"))
+            a = x2.filter(pl.col("with")).group_by("op", "bytes", "members").agg(pl.col("busbw_gbps").median().alias("bw_w"), pl.len().alias("n"))
+            b = x2.filter(~pl.col("with")).group_by("op", "bytes", "members").agg(pl.col("busbw_gbps").median().alias("bw_o"),
+                                                                                 pl.col("transfer_ns").median().alias("t_o"))
+            j = a.join(b, on=["op", "bytes", "members"])
+            if j.height == 0 or int(j["n"].sum()) < 3:
+                continue
+            ratio = float((j["bw_w"] / j["bw_o"]).median())
+            if ratio < 0.6:
+                withh = x2.filter(pl.col("with")).join(b, on=["op", "bytes", "members"])
+                fix = {pos_of[int(i)]: float(t) for i, t in zip(withh["instance_id"].to_list(), withh["t_o"].to_list()) if int(i) in pos_of}
+                out[h] = {"ratio": ratio, "fix": fix}
+        return out

@@ -1,0 +1,78 @@
+"""FAB001 low-internode-bandwidth."""
+
+from __future__ import annotations
+
+from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
+from stallscope.rules.context import Context
+from stallscope.rules.fabric._bandwidth import (
+    COLLAPSE_GBPS, REF_RDMA_GBPS, arrive_together, inter_transfers, socket_facts, transfers_at_bandwidth)
+
+
+class LowInterNodeBandwidth(Rule):
+    """Inter-node collectives move bytes far slower than any RDMA fabric would, while ranks arrive on time.
+
+    What it detects:
+        Bandwidth-bound collectives (≥ 1 MiB) whose members span hosts reach a median bus
+        bandwidth below 5 GB/s — half of what a single 100 Gb/s RDMA NIC gives in nccl-tests —
+        although their members arrive together (arrival skew under half the transfer time): the
+        time goes into moving bytes, not into waiting for a late rank. When NCCL logs show the
+        data path runs over TCP sockets, FAB002 reports it instead.
+
+    Why it slows the job:
+        Gradient and parameter exchanges that should overlap with compute take so long that they
+        become exposed on every step; with data parallelism the whole job runs at the network's
+        pace.
+
+    Evidence it cites:
+        Bus bandwidth per collective, size and scope (``collective_bandwidth``), arrival skew vs
+        transfer time, exposed inter-node communication per rank (``rank_breakdown``); time lost
+        from the what-if replay with inter-node transfers at the 10 GB/s RDMA reference.
+
+    How to fix:
+        Run nccl-tests (all_reduce_perf) across two nodes; check that NCCL uses the RDMA NICs
+        (``NCCL_DEBUG=INFO``: ``NET/IB`` not ``NET/Socket``), ``NCCL_IB_HCA``, link state and
+        speed (``ibstat``), GPUDirect RDMA (nvidia-peermem), and the switch fabric for congestion.
+
+    Options:
+        The 10 GB/s reference and the 5 GB/s "far below" threshold are physics priors (one
+        100 Gb/s NIC). Findings costing < 1 % of the job are not reported.
+    """
+
+    code = "FAB001"
+    name = "low-internode-bandwidth"
+    cause = "fabric"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        inter = inter_transfers(ctx)
+        if inter.height < 3 or not arrive_together(inter):
+            return []
+        bw = float(inter["busbw_gbps"].median())
+        if bw >= COLLAPSE_GBPS:
+            return []
+        facts = socket_facts(ctx)
+        if facts.get("socket_hosts"):
+            return []  # FAB002 names the cause
+        lost = ctx.lost_if_transfers("fab001", transfers_at_bandwidth(ctx, REF_RDMA_GBPS))
+        if lost is None or lost < 0.01:
+            return []
+        skew = float((inter["skew_ns"] / inter["transfer_ns"]).median())
+        summary = (f"Inter-node collectives of 1 MiB and more reach a median bus bandwidth of {bw:.2f} GB/s over "
+                   f"{inter.height} instances, while their members arrive together (median skew {skew:.0%} of the transfer). "
+                   f"That is far below any RDMA fabric (≥ {REF_RDMA_GBPS:.0f} GB/s for one 100 Gb/s NIC); at that reference "
+                   f"the job would be {fmt_pct(lost)} shorter."
+                   + ("" if facts.get("logs") else " The bundle has no NCCL logs: set NCCL_DEBUG=INFO to see which transport was used."))
+        ev = [
+            Evidence("bus bandwidth of inter-node collectives by op and size",
+                     f"SELECT op, members, bytes, instances, round(busbw_gbps_median, 3) AS busbw_gbps, "
+                     f"round(transfer_ms_median, 2) AS transfer_ms, round(skew_ms_median, 2) AS skew_ms FROM collective_bandwidth "
+                     f"WHERE {ctx.where} AND scope = 'inter' ORDER BY bytes DESC", round(bw, 3)),
+            Evidence("exposed inter-node communication per rank",
+                     f"SELECT rank, host, round(comm_inter_ms / steps, 2) AS comm_inter_ms_per_step, round(comm_frac, 3) AS comm_frac "
+                     f"FROM rank_breakdown WHERE {ctx.where} ORDER BY rank", None),
+        ]
+        return [Finding(rule=self.code, cause=self.cause, title=f"inter-node bandwidth collapsed to {bw:.2f} GB/s",
+                        summary=summary, ranks=ctx.d.ranks["rank"].to_list(), hosts=ctx.d.hosts, lost_time_fraction=lost,
+                        confidence=ctx.quality * (0.8 if bw < 0.3 * COLLAPSE_GBPS else 0.65), evidence=ev,
+                        recommendation="Run nccl-tests across two nodes; make NCCL use the RDMA NICs (NET/IB, NCCL_IB_HCA), "
+                                       "check link state/speed (ibstat) and GPUDirect RDMA.",
+                        details={"busbw_gbps_median": round(bw, 3), "reference_gbps": REF_RDMA_GBPS})]

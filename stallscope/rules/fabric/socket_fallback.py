@@ -1,0 +1,83 @@
+"""FAB002 socket-fallback."""
+
+from __future__ import annotations
+
+from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
+from stallscope.rules.context import Context
+from stallscope.rules.fabric._bandwidth import REF_RDMA_GBPS, inter_transfers, socket_facts, transfers_at_bandwidth
+
+
+class SocketFallback(Rule):
+    """NCCL moves inter-node data over TCP sockets instead of RDMA.
+
+    What it detects:
+        NCCL logs in which a host selected the ``Socket`` network (``Using network Socket``) or
+        whose inter-node connections go ``via NET/Socket/<n>`` — not merely the bootstrap
+        interface lines (``NET/Socket : Using eth0``) that every IB job prints too.
+
+    Why it slows the job:
+        TCP through the kernel delivers a few GB/s at best and costs CPU; RDMA NICs deliver
+        10-50 GB/s per NIC straight from GPU memory. Every inter-node collective pays the
+        difference, usually exposed on every step.
+
+    Evidence it cites:
+        The log lines (``nccl_net`` selected network, ``nccl_connections`` with ``net =
+        'Socket'``), the achieved inter-node bus bandwidth from the traces; time lost from the
+        what-if replay with inter-node transfers at the 10 GB/s RDMA reference (when traces are
+        in the bundle).
+
+    How to fix:
+        Find why NCCL could not use the RDMA NICs: ``NCCL_IB_DISABLE=1`` or a missing
+        ``NCCL_IB_HCA`` match, missing ``libibverbs``/rdma-core in the container, no RDMA devices
+        passed to the container, a missing net plugin (``NCCL_NET_PLUGIN``), or a wrong
+        ``NCCL_SOCKET_IFNAME`` forcing TCP.
+
+    Options:
+        Severity follows the what-if when traces exist; a logs-only bundle is reported as
+        medium with no measured time.
+    """
+
+    code = "FAB002"
+    name = "socket-fallback"
+    cause = "fabric"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        facts = socket_facts(ctx)
+        hosts = sorted(facts.get("socket_hosts") or [])  # type: ignore[arg-type]
+        if not hosts:
+            return []
+        inter = inter_transfers(ctx)
+        lost = None
+        bw = None
+        if inter.height:
+            bw = float(inter["busbw_gbps"].median())
+            lost = ctx.lost_if_transfers("fab001", transfers_at_bandwidth(ctx, REF_RDMA_GBPS))
+        all_hosts = len(hosts) >= len(ctx.d.hosts) or len(hosts) == len(facts.get("hosts", []))  # type: ignore[arg-type]
+        ranks = ctx.d.ranks["rank"].to_list() if all_hosts else [r for h in hosts for r in ctx.d.ranks_of(h)]
+        culprit_hosts = ctx.d.hosts if all_hosts and ctx.d.hosts else hosts
+        summary = (f"NCCL on {', '.join(hosts[:6])}{' …' if len(hosts) > 6 else ''} moved inter-node data over TCP sockets "
+                   f"({facts.get('socket_connections', 0)} NET/Socket connections in the logs). "
+                   + (f"The traces show inter-node bus bandwidth of {bw:.2f} GB/s; at an RDMA fabric's {REF_RDMA_GBPS:.0f} GB/s "
+                      f"the job would be {fmt_pct(lost)} shorter." if bw is not None and lost is not None
+                      else "The bundle has no traces of inter-node collectives to measure the cost."))
+        ev = [
+            Evidence("network NCCL selected, per host",
+                     f"SELECT DISTINCT host, net, plugin FROM nccl_net WHERE {ctx.where} AND kind = 'selected' ORDER BY host", None),
+            Evidence("inter-node connections over sockets",
+                     f"SELECT host, channel, src_rank, dst_rank, transport_detail FROM nccl_connections WHERE {ctx.where} "
+                     f"AND transport = 'NET' AND net = 'Socket' ORDER BY host, channel LIMIT 50",
+                     facts.get("socket_connections")),
+        ]
+        if bw is not None:
+            ev.append(Evidence("bus bandwidth of inter-node collectives",
+                               f"SELECT op, bytes, instances, round(busbw_gbps_median, 3) AS busbw_gbps FROM collective_bandwidth "
+                               f"WHERE {ctx.where} AND scope = 'inter' ORDER BY bytes DESC", round(bw, 3)))
+        f = Finding(rule=self.code, cause=self.cause, title="inter-node traffic falls back to TCP sockets",
+                    summary=summary, ranks=ranks, hosts=culprit_hosts, lost_time_fraction=lost if (lost or 0) >= 0.0 else None,
+                    confidence=ctx.quality * 0.95, evidence=ev,
+                    recommendation="Make NCCL use RDMA: check NCCL_IB_DISABLE, NCCL_IB_HCA, NCCL_NET_PLUGIN and "
+                                   "NCCL_SOCKET_IFNAME, that rdma-core/libibverbs and the RDMA devices are in the container.",
+                    details={"socket_hosts": hosts, "busbw_gbps_median": bw})
+        if lost is None:
+            f.severity = "medium"
+        return [f]

@@ -1,0 +1,1 @@
+"""input rules (one per file)."""

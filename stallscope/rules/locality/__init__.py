@@ -1,0 +1,1 @@
+"""locality rules (one per file)."""

@@ -1,0 +1,122 @@
+"""Placement and fabric facts per host from the NCCL logs of a job (when the bundle has them).
+
+Rules ask two questions of the logs: *does this host differ from its peers* (locality: SHM
+where the others use P2P, P2P disabled by environment, no GPUDirect RDMA, a GPU–NIC path that
+crosses sockets, a different CPU affinity), and *what does the fabric look like* (Socket vs
+IB/RoCE for inter-node connections, GDR, WARN lines and IB errors per host). Every fact comes
+with a SQL query over the NCCL tables so the user can check it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from stallscope.errors import QueryError
+from stallscope.rules.base import Evidence
+from stallscope.rules.context import Context
+
+@dataclass
+class Differences:
+    host: str
+    items: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    hosts_with_logs: set[str] = field(default_factory=set)
+
+    def logs_cover(self, host: str) -> bool:
+        return host in self.hosts_with_logs and len(self.hosts_with_logs) >= 2
+
+
+def _table(ctx: Context, name: str, cols: str) -> pl.DataFrame | None:
+    try:
+        return ctx.store.sql(f"SELECT {cols} FROM {name} WHERE job = ?", [ctx.job])
+    except QueryError:
+        return None
+
+
+def has_logs(ctx: Context) -> bool:
+    hosts = log_hosts(ctx)
+    return bool(hosts)
+
+
+def log_hosts(ctx: Context) -> set[str]:
+    t = _table(ctx, "nccl_comms", "DISTINCT host")
+    return set(t["host"].drop_nulls().to_list()) if t is not None else set()
+
+
+def connections(ctx: Context) -> pl.DataFrame | None:
+    """Connections with hosts resolved (``nccl_transports`` when it exists, else raw)."""
+    t = _table(ctx, "nccl_transports", "*")
+    if t is None:
+        t = _table(ctx, "nccl_connections", "*")
+    return t
+
+
+def placement_differences(ctx: Context, host: str) -> Differences:
+    cache = ctx.__dict__.setdefault("_placement_cache", {})
+    if host in cache:
+        return cache[host]
+    diffs = Differences(host=host, hosts_with_logs=log_hosts(ctx))
+    if not diffs.logs_cover(host):
+        cache[host] = diffs
+        return diffs
+    others = diffs.hosts_with_logs - {host}
+    w = ctx.where
+    conns = connections(ctx)
+    if conns is not None and conns.height and "transport" in conns.columns:
+        intra = conns.filter(pl.col("transport").is_in(["P2P", "SHM"]) & pl.col("host").is_not_null())
+        if intra.height:
+            share = intra.group_by("host").agg((pl.col("transport") == "SHM").mean().alias("shm"))
+            s = dict(zip(share["host"].to_list(), share["shm"].to_list()))
+            peer = [s[h] for h in others if h in s]
+            if host in s and peer and s[host] >= 0.5 and max(peer) < 0.5:
+                diffs.items.append(f"its GPUs talk through shared memory (SHM, {s[host]:.0%} of intra-node connections) where the "
+                                   f"other hosts use P2P/NVLink")
+                diffs.evidence.append(Evidence("intra-node transports per host (SHM instead of P2P)",
+                                               f"SELECT host, transport, count(*) AS connections FROM nccl_connections WHERE {w} "
+                                               f"AND transport IN ('P2P', 'SHM') GROUP BY ALL ORDER BY host, transport", round(s[host], 3)))
+        net = conns.filter((pl.col("transport") == "NET") & pl.col("host").is_not_null() & pl.col("gdr").is_not_null())
+        if net.height:
+            g = net.group_by("host").agg(pl.col("gdr").mean().alias("gdr"))
+            gd = dict(zip(g["host"].to_list(), g["gdr"].to_list()))
+            peer = [gd[h] for h in others if h in gd]
+            if host in gd and peer and gd[host] < 0.5 and min(peer) >= 0.5:
+                diffs.items.append("its inter-node connections run without GPUDirect RDMA (no /GDRDMA) while the other hosts use it")
+                diffs.evidence.append(Evidence("GPUDirect RDMA on NET connections per host",
+                                               f"SELECT host, gdr, count(*) AS connections FROM nccl_connections WHERE {w} "
+                                               f"AND transport = 'NET' GROUP BY ALL ORDER BY host, gdr", round(gd[host], 3)))
+    env = _table(ctx, "nccl_env", "host, name, value")
+    if env is not None and env.height:
+        p2p_off = env.filter(((pl.col("name") == "NCCL_P2P_DISABLE") & (pl.col("value") == "1"))
+                             | ((pl.col("name") == "NCCL_P2P_LEVEL") & pl.col("value").is_in(["LOC", "0"])))
+        off_hosts = set(p2p_off["host"].drop_nulls().to_list())
+        if host in off_hosts and not (others & off_hosts):
+            diffs.items.append("P2P is disabled by environment on it (NCCL_P2P_DISABLE / NCCL_P2P_LEVEL) and not elsewhere")
+            diffs.evidence.append(Evidence("NCCL P2P settings echoed by each host",
+                                           f"SELECT DISTINCT host, name, value FROM nccl_env WHERE {w} AND name IN "
+                                           f"('NCCL_P2P_DISABLE', 'NCCL_P2P_LEVEL', 'NCCL_SHM_DISABLE') ORDER BY host", None))
+    topo = _table(ctx, "nccl_topology", "host, kind, type_inter, link_type, node, peer")
+    if topo is not None and topo.height:
+        g = topo.filter((pl.col("kind") == "graph") & pl.col("type_inter").is_not_null())
+        if g.height:
+            sys_share = g.group_by("host").agg(pl.col("type_inter").is_in(["SYS", "NODE"]).mean().alias("sys"))
+            sy = dict(zip(sys_share["host"].to_list(), sys_share["sys"].to_list()))
+            peer = [sy[h] for h in others if h in sy]
+            if host in sy and peer and sy[host] >= 0.5 and max(peer) < 0.5:
+                diffs.items.append("its GPU–NIC path crosses CPU sockets (topology graph type SYS/NODE) while the other hosts' is local")
+                diffs.evidence.append(Evidence("worst GPU-NIC path type of each host's graph search",
+                                               f"SELECT host, type_inter, count(*) AS graphs FROM nccl_topology WHERE {w} "
+                                               f"AND kind = 'graph' GROUP BY ALL ORDER BY host", None))
+    aff = _table(ctx, "nccl_affinity", "host, gpu, mask")
+    if aff is not None and aff.height:
+        mine = aff.filter(pl.col("host") == host).unique(["gpu", "mask"])
+        peers = aff.filter(pl.col("host").is_in(list(others))).group_by("gpu").agg(pl.col("mask").mode().first().alias("pm"))
+        j = mine.join(peers, on="gpu")
+        diff = j.filter(pl.col("mask") != pl.col("pm"))
+        if j.height and diff.height >= max(1, j.height // 2):
+            diffs.items.append(f"the CPU affinity of its GPUs differs from the other hosts' ({diff.height} of {j.height} GPUs)")
+            diffs.evidence.append(Evidence("CPU affinity NCCL reports per host and GPU",
+                                           f"SELECT DISTINCT host, gpu, mask FROM nccl_affinity WHERE {w} ORDER BY gpu, host", diff.height))
+    cache[host] = diffs
+    return diffs

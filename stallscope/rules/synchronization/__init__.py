@@ -1,0 +1,1 @@
+"""synchronization rules (one per file)."""

@@ -1,0 +1,80 @@
+"""SYN003 jitter-amplification."""
+
+from __future__ import annotations
+
+from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
+from stallscope.rules.context import Context
+from stallscope.rules.synchronization._shared import MIN_LOST
+
+
+class JitterAmplification(Rule):
+    """Small random delays on many ranks, amplified by every synchronous step; no single culprit.
+
+    What it detects:
+        Waiting at synchronous collectives that is spread over many ranks: the last arriver
+        changes from collective to collective and from step to step, no rank or host dominates,
+        and the step time follows the slowest rank of each step rather than the typical one.
+
+    Why it slows the job:
+        With N ranks synchronizing every step, the step lasts as long as the *maximum* of N
+        noisy per-rank times; the expected maximum grows with N and with the noise, so variance
+        that is harmless on one GPU costs a large job a fixed share of every step.
+
+    Evidence it cites:
+        Per-step spread between the slowest and the median rank (``step_times``), the spread of
+        last arrivals across ranks (``rank_collective_stats``), waiting per rank; time lost from
+        the what-if replay with every rank behaving like the median member at each synchronization.
+
+    How to fix:
+        Reduce per-rank variance: pin CPU threads and NUMA, isolate the data pipeline
+        (prefetch, more workers), disable frequency scaling and background daemons, avoid
+        dynamic shapes; synchronize less often (gradient accumulation, larger buckets, async
+        checkpointing).
+
+    Options:
+        Reported when no straggler or slow host explains the waiting, and the what-if gain is at
+        least 1 % of the job time.
+    """
+
+    code = "SYN003"
+    name = "jitter-amplification"
+    cause = "synchronization"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        ls = ctx.late_sets
+        if ls.persistent:
+            return []
+        n = ctx.d.ranks.height
+        if n < 3 or ctx.n_steps < 2:
+            return []
+        # a dominant intermittent rank is SYN002, not jitter
+        if ls.events and ls.distinct < max(3, 0.2 * n):
+            counts = sorted((len(v) for v in ls.intermittent.values()), reverse=True)
+            if counts and sum(counts[:2]) >= 0.6 * ls.events:
+                return []
+        lost = ctx.lost_to_jitter()
+        if lost is None or lost < MIN_LOST:
+            return []
+        f = ctx.features
+        last_top = float(f["last_share"].max() or 0.0)
+        wait_med = float(f["sync_wait_frac"].median() or 0.0)
+        summary = (f"Ranks waited for each other at synchronous collectives ({fmt_pct(wait_med)} of the median rank's step time) "
+                   f"without a dominant culprit: the last arriver changes (no rank is last more than {fmt_pct(last_top)} of the time; "
+                   f"{ls.distinct} different ranks were late in some step). Every synchronous step pays the maximum of the "
+                   f"ranks' noise; replaying with every rank at the median member's pace saves {fmt_pct(lost)} of the job.")
+        ev = [
+            Evidence("per-step slowest vs median rank: step time tracks the maximum",
+                     f"SELECT step, ranks, round(step_ms_max, 2) AS step_ms_max, round(step_ms_median, 2) AS step_ms_median, "
+                     f"round(sync_wait_ms_median, 2) AS sync_wait_ms_median FROM step_times WHERE {ctx.where} ORDER BY step", wait_med),
+            Evidence("last arrivals are spread over many ranks",
+                     f"SELECT rank, host, last_share, lateness_ms_median, wait_ms_total FROM rank_collective_stats "
+                     f"WHERE {ctx.where} ORDER BY last_share DESC", last_top),
+        ]
+        conf = ctx.quality * (0.5 + 0.3 * min(1.0, ls.distinct / max(1, n)) + 0.2 * (1 - last_top))
+        return [Finding(rule=self.code, cause=self.cause, title="jitter spread over many ranks is amplified by synchronization",
+                        summary=summary, ranks=ctx.d.ranks["rank"].to_list(), hosts=ctx.d.hosts, lost_time_fraction=lost,
+                        confidence=conf, evidence=ev,
+                        recommendation="Reduce per-rank variance (CPU/NUMA pinning, input prefetch, no frequency scaling or "
+                                       "background daemons, static shapes) or synchronize less often (accumulation, larger buckets).",
+                        details={"distinct_late_ranks": ls.distinct, "max_last_share": round(last_top, 3),
+                                 "median_sync_wait_frac": round(wait_med, 4)})]
