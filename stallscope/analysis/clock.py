@@ -14,10 +14,17 @@ robust spreads (or 50 µs), refit, and report per host ``offset_ns = -c[h]`` rel
 reference host (the host of the lowest rank) with the spread of its residuals.
 
 Peer tools shift every rank by one global minimum (HTA) or assume clocks are aligned; both
-misplace cross-host arrivals by the full offset. Hosts that never share a synchronous
-collective with the reference component cannot be pinned: they fall back to Kineto's
-``baseTimeNanoseconds`` (wall clock, whole-second resolution in practice) when every rank has it,
-else offset 0 with method ``none`` (the ING rules say so).
+misplace cross-host arrivals by the full offset.
+
+Hosts that never share a synchronous collective with the reference component (a pipeline
+whose data-parallel groups stay inside hosts) are pinned by **causality of point-to-point
+messages**: a message cannot be received before it was sent, so for a send on host a and its
+matching receive on host b, ``c[b] - c[a] <= recv_end - send_start`` (raw times); messages in
+the other direction bound it from below. The tightest bounds (robust quantiles) bracket the
+offset; its midpoint is used (method ``p2p``, spread = half the bracket). Still-unconnected
+hosts fall back to wall-clock timestamps when the trace uses them (epoch-based ``ts`` or
+``baseTimeNanoseconds``; NTP-level accuracy; methods ``wall_clock`` / ``base_time``), else
+offset 0 with method ``none`` (the ING rules say so).
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ REJECT_FLOOR_NS = 50_000
 def estimate_offsets(rows: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
     """Per-host offsets from matched collective rows (raw times) and the ranks table.
 
-    ``rows``: instance_id, host, op, end_ns (raw). ``ranks``: rank, host, base_time_ns.
+    ``rows``: instance_id, host, op, start_ns, end_ns (raw), channel. ``ranks``: rank, host,
+    base_time_ns, trace_start_ns.
     """
     hosts_of = ranks.with_columns(pl.coalesce(pl.col("host"), pl.lit("rank-") + pl.col("rank").cast(pl.String)).alias("host"))
     all_hosts = hosts_of.sort("rank")["host"].unique(maintain_order=True).to_list()
@@ -55,7 +63,8 @@ def estimate_offsets(rows: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
     if len(members) > 1 and e.height:
         solved = _fit(e.filter(pl.col("host").is_in(members)), ref)
     rows_out = []
-    base = _base_offsets(hosts_of, ref)
+    p2p = _p2p_offsets(rows, {h: v[0] for h, v in solved.items()} | {ref: 0.0}, all_hosts)
+    base, base_method = _base_offsets(hosts_of, ref)
     for h in all_hosts:
         if h == ref:
             n = solved.get(h, (0.0, 0.0, 0, 0))
@@ -63,8 +72,11 @@ def estimate_offsets(rows: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
         elif h in solved:
             c, spread, n_used, n_rej = solved[h]
             rows_out.append((h, int(round(-c)), int(round(spread)), n_used, n_rej, False, "collective_end"))
+        elif h in p2p:
+            c, spread, n_used = p2p[h]
+            rows_out.append((h, int(round(-c)), int(round(spread)), n_used, 0, False, "p2p"))
         elif h in base:
-            rows_out.append((h, base[h], None, 0, 0, False, "base_time"))
+            rows_out.append((h, base[h], None, 0, 0, False, base_method))
         else:
             rows_out.append((h, 0, None, 0, 0, False, "none"))
     return pl.DataFrame(rows_out, schema={"host": pl.String, "offset_ns": pl.Int64, "spread_ns": pl.Int64, "instances": pl.Int64,
@@ -118,13 +130,63 @@ def _components(e: pl.DataFrame, hosts: list[str]) -> dict[str, str]:
     return {h: find(h) for h in hosts}
 
 
-def _base_offsets(hosts_of: pl.DataFrame, ref: str) -> dict[str, int]:
-    """Fallback from baseTimeNanoseconds (only if every rank has it)."""
-    if hosts_of["base_time_ns"].null_count() > 0:
+#: timestamps above this (ns) are Unix-epoch wall-clock times (after 2001), not monotonic clocks
+_EPOCH_NS = 1_000_000_000 * 1_000_000_000
+
+
+def _base_offsets(hosts_of: pl.DataFrame, ref: str) -> tuple[dict[str, int], str]:
+    """Wall-clock fallback: ``baseTimeNanoseconds`` when every rank has it, or 0 for traces whose
+    ``ts`` already is epoch time (older Kineto)."""
+    if hosts_of["base_time_ns"].null_count() == 0 and hosts_of.height:
+        per_host = hosts_of.group_by("host").agg(pl.col("base_time_ns").median())
+        b = dict(zip(per_host["host"].to_list(), per_host["base_time_ns"].to_list()))
+        return {h: int(b[h] - b[ref]) for h in b}, "base_time"
+    if "trace_start_ns" in hosts_of.columns and hosts_of["trace_start_ns"].null_count() == 0 and hosts_of.height \
+            and int(hosts_of["trace_start_ns"].min()) > _EPOCH_NS:
+        return {h: 0 for h in hosts_of["host"].unique().to_list()}, "wall_clock"
+    return {}, "none"
+
+
+def _p2p_offsets(rows: pl.DataFrame, solved: dict[str, float], hosts: list[str]) -> dict[str, tuple[float, float, int]]:
+    """Offsets from send/recv causality for hosts not linked by synchronous collectives.
+
+    Returns host -> (c, spread, pairs), with c relative to the reference like ``_fit``.
+    """
+    need = [h for h in hosts if h not in solved]
+    if not need or "channel" not in rows.columns:
         return {}
-    per_host = hosts_of.group_by("host").agg(pl.col("base_time_ns").median())
-    b = dict(zip(per_host["host"].to_list(), per_host["base_time_ns"].to_list()))
-    return {h: int(b[h] - b[ref]) for h in b}
+    p = rows.filter(pl.col("channel").str.starts_with("p2p:") & pl.col("op").is_in(["send", "recv"]))
+    if p.height == 0:
+        return {}
+    snd = p.filter(pl.col("op") == "send").select("instance_id", pl.col("host").alias("a"), pl.col("start_ns").alias("s"))
+    rcv = p.filter(pl.col("op") == "recv").select("instance_id", pl.col("host").alias("b"), pl.col("end_ns").alias("e"))
+    pairs = snd.join(rcv, on="instance_id").filter(pl.col("a") != pl.col("b"))
+    if pairs.height == 0:
+        return {}
+    # each message a -> b bounds c[b] - c[a] from above (robust: a low quantile, not the minimum)
+    ub = pairs.group_by("a", "b").agg((pl.col("e") - pl.col("s")).quantile(0.05, interpolation="lower").alias("u"), pl.len().alias("n"))
+    upper = {(a, b): (float(u), int(n)) for a, b, u, n in ub.iter_rows()}
+    delta: dict[tuple[str, str], tuple[float, float]] = {}
+    counts: dict[tuple[str, str], int] = {}
+    for (a, b), (u1, n1) in upper.items():
+        back = upper.get((b, a))
+        if back is None:
+            continue  # one direction only: a bound, not an estimate
+        u2, n2 = back
+        lo, hi = -u2, u1  # c[b] - c[a] in [lo, hi]
+        delta[(a, b)] = ((lo + hi) / 2, abs(hi - lo) / 2)
+        counts[(a, b)] = n1 + n2
+    out: dict[str, tuple[float, float, int]] = {}
+    known = dict(solved)
+    changed = True
+    while changed:
+        changed = False
+        for (a, b), (d, spread) in delta.items():
+            if a in known and b not in known:
+                known[b] = known[a] + d
+                out[b] = (known[b], spread, counts.get((a, b), 0))
+                changed = True
+    return out
 
 
 def _empty() -> pl.DataFrame:

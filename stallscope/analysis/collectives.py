@@ -3,8 +3,9 @@
 Matching key, per collective row of each rank:
 
 * **channel**: what the collective belongs to. ``pg:<name>:<ranks>`` when the trace names the
-  process group (and its members); point-to-point ops whose peer is known go to
-  ``p2p:<a>-<b>`` (PyTorch runs each peer pair on its own NCCL communicator); otherwise the
+  process group (and its members); point-to-point ops whose peer is known go to a directed
+  ``p2p:<src>-><dst>`` channel (a send on src pairs with the matching recv on dst, in order;
+  PyTorch runs each peer pair on its own NCCL communicator); otherwise the
   NCCL stream (``stream:<id>``, stable across ranks of one program) or, on CPU-only traces,
   ``cpu`` (the enqueue order of ``c10d::*`` calls, identical on every rank).
 * **position** in the channel: ``Seq`` when every row of the channel carries it (PyTorch's
@@ -34,7 +35,9 @@ MATCH_SQL = """
 WITH c AS (
   SELECT c.*, coalesce(r.host, 'rank-' || c.rank) AS host,
     CASE
-      WHEN c.op IN ('send', 'recv', 'sendrecv') AND c.peer IS NOT NULL
+      WHEN c.op = 'send' AND c.peer IS NOT NULL THEN 'p2p:' || c.rank || '->' || c.peer
+      WHEN c.op = 'recv' AND c.peer IS NOT NULL THEN 'p2p:' || c.peer || '->' || c.rank
+      WHEN c.op = 'sendrecv' AND c.peer IS NOT NULL
         THEN 'p2p:' || least(c.rank, c.peer) || '-' || greatest(c.rank, c.peer)
       WHEN c.pg_name IS NOT NULL
         THEN 'pg:' || c.pg_name || coalesce(':' || array_to_string(c.pg_ranks, ','), '')
@@ -64,9 +67,76 @@ FROM keyed
 """
 
 
+#: members of one instance end within this of each other (after the clock offset, for other hosts)
+COHERENT_END_NS = 200_000
+
+
 def match_rows(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """Every collective row with its ``instance_id`` (raw, unaligned times)."""
-    return pl.from_arrow(arrow_of(con.sql(MATCH_SQL)))  # type: ignore[return-value]
+    """Every collective row with its ``instance_id`` (raw, unaligned times).
+
+    Channels without a process-group identity (``stream:*``, ``cpu``) may mix several groups
+    that happen to use the same stream id (two data-parallel groups, one per host): they are
+    split by end-time coherence — members of one group end together at every position (on one
+    host: at the same time; across hosts: at a constant clock offset), members of different
+    groups do not.
+    """
+    rows: pl.DataFrame = pl.from_arrow(arrow_of(con.sql(MATCH_SQL)))  # type: ignore[assignment]
+    anon = rows.filter(~pl.col("channel").str.starts_with("pg:") & ~pl.col("channel").str.starts_with("p2p:"))
+    if anon.height == 0:
+        return rows
+    relabel: dict[tuple[str, int], str] = {}
+    for (channel,), grp in anon.group_by("channel"):
+        groups = _coherent_groups(grp)
+        if len(groups) > 1:
+            for label, ranks in groups.items():
+                for r in ranks:
+                    relabel[(channel, r)] = f"{channel}#{label}"
+    if not relabel:
+        return rows
+    keys = pl.DataFrame({"channel": [k[0] for k in relabel], "rank": [k[1] for k in relabel], "new": list(relabel.values())},
+                        schema_overrides={"rank": rows.schema["rank"]})
+    rows = rows.join(keys, on=["channel", "rank"], how="left").with_columns(pl.coalesce("new", "channel").alias("channel")).drop("new")
+    # renumber positions inside the split channels, then instance ids
+    rows = rows.with_columns(pl.col("instance_id").rank("dense").over(["rank", "channel", "step"]).alias("_pos"))
+    rows = rows.with_columns(
+        pl.struct(["channel", "step", "_pos"]).rank("dense").alias("instance_id").cast(pl.Int64)).drop("_pos")
+    return rows
+
+
+def _coherent_groups(grp: pl.DataFrame) -> dict[int, list[int]]:
+    """Split a channel's ranks into groups whose end times move together."""
+    import numpy as np
+
+    piv = grp.pivot(on="rank", index="instance_id", values="end_ns", aggregate_function="first").sort("instance_id")
+    ranks = [int(c) for c in piv.columns if c != "instance_id"]
+    if len(ranks) < 2 or piv.height < 3:
+        return {min(ranks): ranks} if ranks else {}
+    E = piv.select([str(r) for r in ranks]).to_numpy().astype(np.float64)  # positions x ranks, NaN missing
+    host = dict(zip(grp["rank"].to_list(), grp["host"].to_list()))
+    parent = list(range(len(ranks)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for i in range(len(ranks)):
+        d = E - E[:, [i]]  # ends of every rank minus rank i's
+        med = np.nanmedian(d, axis=0)
+        mad = np.nanmedian(np.abs(d - med), axis=0)
+        for j in range(i + 1, len(ranks)):
+            if not np.isfinite(mad[j]) or np.sum(np.isfinite(d[:, j])) < 3:
+                continue
+            same_host = host.get(ranks[i]) == host.get(ranks[j])
+            if mad[j] <= COHERENT_END_NS and (not same_host or abs(med[j]) <= COHERENT_END_NS):
+                a, b = find(i), find(j)
+                if a != b:
+                    parent[b] = a
+    out: dict[int, list[int]] = {}
+    for i, r in enumerate(ranks):
+        out.setdefault(find(i), []).append(r)
+    return {min(v): sorted(v) for v in out.values()}
 
 
 def bus_factor(op: str, n: int) -> float:

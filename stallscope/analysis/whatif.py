@@ -1,28 +1,31 @@
 """What-if replay: how much shorter would the job have been without a given cause?
 
-Each rank's profiled time is a chain of **synchronization points** (the multi-member collective
-instances it took part in, in order) separated by **gaps** — its own work between one
-synchronization and the next (compute, host stalls, launches), plus a head gap from its first
-step start and a tail gap to its last step end. A synchronization completes when its last member
-arrives plus the time to move the bytes:
+Each rank's profiled time is a set of **synchronization points** — the multi-member collective
+instances (and point-to-point pairs) it took part in. Each one has an **anchor**: the rank's own
+synchronization that most recently *ended* before it started (its stream predecessor, or the
+collective whose data it needed), and a **gap** — the rank's own work between the anchor's end
+and its arrival (compute, host stalls, launches). A synchronization completes when its last
+member arrives plus the time to move the bytes:
 
-    arrival[r, i] = own_end[r, previous] + gap[r, i]
-    end[i]        = max_r arrival[r, i] + transfer[i]      (each member keeps its own offset)
+    arrival[r, i] = end[r, anchor(r, i)] + gap[r, i]
+    end[r, i]     = max_m arrival[m, i] + transfer[r, i]
 
-A collective that a rank started before its previous one ended (two buckets in flight on
-different streams or threads) depends on the previous *arrival* instead: its gap is measured
-from there, so concurrency is preserved by the replay.
+Anchoring on the last *completed* predecessor (not simply the previous one) keeps concurrency
+right: two buckets in flight on different streams, a pipeline send overlapping the next
+receive, or a collective queued on a busy NCCL stream all replay as they ran.
 
 Replaying the recorded gaps and transfers reproduces the recorded timeline exactly (a tested
 identity). A *scenario* changes gaps or transfers — the culprit ranks behave like their median
-peer at every synchronization, every rank behaves like the median member (no jitter), the
-inter-node transfers of some instances run at a reference bandwidth — and the replay propagates
-the change through every later synchronization of every rank. The lost fraction is
-``(T - T') / T`` with ``T`` the recorded makespan (first step start to last step end).
+**peer** (ranks doing the same work: the members of their most frequent synchronous group; for
+a pipeline rank, its data-parallel replicas, not its pipeline partner) at the same step and
+ordinal synchronization; every rank behaves like the median of its peers (no jitter); the
+transfers of some instances run at a reference bandwidth — and the replay propagates the change
+through every later synchronization of every rank. The lost fraction is ``(T - T') / T`` with
+``T`` the recorded makespan (first step start to last step end).
 
-This is a model, not a simulator: it ignores how a change would move work between streams inside
-a rank. It is exact for the quantity it reports — how much of the recorded synchronization
-waiting and transfer time a cause is responsible for — and it never guesses a fixed percentage.
+This is a model, not a simulator: it ignores how a change would move work between streams
+inside a rank. It reports how much of the recorded waiting and transfer time a cause is
+responsible for; it never guesses a fixed percentage.
 """
 
 from __future__ import annotations
@@ -33,32 +36,48 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+#: a predecessor that ended this little after an arrival still counts (µs-rounded timestamps)
+ANCHOR_TOLERANCE_NS = 2_000
+
 
 @dataclass
 class Timeline:
-    """The recorded chains, ready to replay (built once per job)."""
+    """The recorded synchronizations, ready to replay (built once per job)."""
 
     ranks: np.ndarray            #: rank ids
     start: np.ndarray            #: per rank: first step start (aligned ns)
     end: np.ndarray              #: per rank: last step end (aligned ns)
     inst_ids: np.ndarray         #: instance ids in processing order
-    inst_members: list[np.ndarray]   #: per instance: member rank indexes
-    inst_gaps: list[np.ndarray]      #: per instance: each member's gap (ns) before it
-    inst_dep_arrival: list[np.ndarray]  #: per instance: member's gap is from its previous arrival (concurrent), not end
-    inst_transfer: list[np.ndarray]  #: per instance: each member's own end - last arrival (ns)
-    tail: np.ndarray             #: per rank: last step end - own end of its last instance
+    inst_rows: list[np.ndarray]  #: per instance: its member rows (indexes into ``chain``)
+    row_rank_idx: np.ndarray     #: per row: index of its rank
+    row_anchor: np.ndarray       #: per row: anchor row, or -1 (anchored on the rank's start)
+    row_gap: np.ndarray          #: per row: gap (ns) between the anchor's end and the arrival
+    row_transfer: np.ndarray     #: per row: own end - last arrival of its instance (ns)
+    row_end: np.ndarray          #: per row: recorded end (ns)
+    tail_row: np.ndarray         #: per rank: its row that ended last, or -1
+    tail: np.ndarray             #: per rank: last step end - end of tail_row (or - start)
     makespan: float              #: recorded T (ns)
-    attrs: pl.DataFrame          #: per instance: instance_id, op, scope, hosts list, bytes, bus_factor, transfer_ns
+    attrs: pl.DataFrame          #: per instance (by position): instance_id, op, scope, bytes, bus_factor, transfer_ns, step, channel
+    chain: pl.DataFrame          #: per row: row, pos, rank, gap, step, ordinal, role, op
+    tail_role: np.ndarray        #: per rank: its role
 
     @property
     def n_instances(self) -> int:
         return len(self.inst_ids)
 
+    @property
+    def synchronous(self) -> np.ndarray:
+        """Per position: a synchronous collective (a receive's gap before its send is a pipeline
+        dependency, not lateness)."""
+        from stallscope.analysis.collectives import SYNCHRONOUS_OPS
+
+        return self.attrs["op"].is_in(SYNCHRONOUS_OPS).to_numpy()
+
 
 def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.DataFrame,
                    hosts: pl.DataFrame) -> Timeline | None:
-    """Chains from ``collective_members`` (aligned), ``collective_instances``, ``step_breakdown``
-    windows (rank, start_ns, end_ns) and the rank→host map. None when there is nothing to replay."""
+    """Synchronizations from ``collective_members`` (aligned), ``collective_instances``,
+    ``step_breakdown`` windows (rank, start_ns, end_ns). None when there is nothing to replay."""
     if windows.height == 0:
         return None
     span = windows.group_by("rank").agg(pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e")).sort("rank")
@@ -66,122 +85,152 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     idx_of = {int(r): i for i, r in enumerate(ranks)}
     start = span["s"].to_numpy().astype(np.float64)
     end = span["e"].to_numpy().astype(np.float64)
-    multi = instances.filter(pl.col("members") > 1).select("instance_id", "last_arrival_ns")
+    multi = instances.filter(pl.col("members") > 1).select("instance_id")
     m = members.join(multi, on="instance_id").filter(pl.col("rank").is_in(list(idx_of)))
-    # members whose instance falls outside the rank's profiled span are not part of its chain
+    # members outside the rank's profiled span are not part of its timeline
     m = m.join(span.rename({"s": "_s", "e": "_e"}), on="rank").filter(
         (pl.col("arrival_ns") >= pl.col("_s")) & (pl.col("arrival_ns") <= pl.col("_e")))
     full = m.group_by("instance_id").agg(pl.len().alias("_n")).filter(pl.col("_n") > 1)
     m = m.join(full.select("instance_id"), on="instance_id")
     m = m.with_columns(pl.col("arrival_ns").max().over("instance_id").alias("_last"))
-    m = m.sort(["_last", "instance_id", "rank"])
-    # each rank's chain in processing order: gap = arrival - own end of its previous instance
-    m = m.with_columns(pl.col("end_ns").shift(1).over("rank", order_by=["_last", "instance_id"]).alias("_prev_end"),
-                       pl.col("arrival_ns").shift(1).over("rank", order_by=["_last", "instance_id"]).alias("_prev_arr"))
-    m = m.join(span.select("rank", pl.col("s").alias("_rs")), on="rank")
-    m = m.with_columns((pl.col("_prev_end").is_not_null() & (pl.col("arrival_ns") < pl.col("_prev_end"))).alias("dep_arr"))
-    m = m.with_columns(
-        (pl.col("arrival_ns") - pl.when(pl.col("dep_arr")).then(pl.col("_prev_arr"))
-         .otherwise(pl.coalesce(pl.col("_prev_end"), pl.col("_rs")))).cast(pl.Float64).alias("gap"),
-        (pl.col("end_ns") - pl.col("_last")).cast(pl.Float64).alias("own_transfer"),
-    )
-    last_end = m.group_by("rank").agg(pl.col("end_ns").sort_by(["_last", "instance_id"]).last().alias("le"))
-    tail = end.copy() - start  # ranks with no instance: the whole span is tail
-    for r, le in zip(last_end["rank"].to_list(), last_end["le"].to_list()):
-        tail[idx_of[r]] = end[idx_of[r]] - le
-    grouped = m.group_by("instance_id", maintain_order=True).agg(
-        pl.col("rank"), pl.col("gap"), pl.col("own_transfer"), pl.col("dep_arr"))
-    inst_ids = grouped["instance_id"].to_numpy()
-    inst_members = [np.array([idx_of[r] for r in rs], dtype=np.int64) for rs in grouped["rank"].to_list()]
-    inst_gaps = [np.asarray(g, dtype=np.float64) for g in grouped["gap"].to_list()]
-    inst_transfer = [np.asarray(t, dtype=np.float64) for t in grouped["own_transfer"].to_list()]
-    inst_dep = [np.asarray(d, dtype=bool) for d in grouped["dep_arr"].to_list()]
-    host_of = dict(zip(hosts["rank"].to_list(), hosts["host"].to_list()))
-    mh = m.with_columns(pl.col("rank").replace_strict(host_of, default=None).alias("h")).group_by("instance_id").agg(
-        pl.col("h").unique().alias("member_hosts"))
+    m = m.sort(["_last", "instance_id", "rank"]).with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+    # anchor: the rank's row with the latest end <= arrival (+ tolerance), not itself
+    ends = m.select("rank", pl.col("end_ns").alias("_aend"), pl.col("row").alias("anchor")).sort("_aend")
+    probe = m.select("row", "rank", (pl.col("arrival_ns") + ANCHOR_TOLERANCE_NS).alias("_probe")).sort("_probe")
+    anc = probe.join_asof(ends, left_on="_probe", right_on="_aend", by="rank", strategy="backward", check_sortedness=False)
+    anc = anc.with_columns(pl.when(pl.col("anchor") == pl.col("row")).then(None).otherwise(pl.col("anchor")).alias("anchor"))
+    m = m.join(anc.select("row", "anchor"), on="row", how="left").sort("row")
+    anchor = m["anchor"].fill_null(-1).to_numpy().astype(np.int64)
+    arrival = m["arrival_ns"].to_numpy().astype(np.float64)
+    row_end = m["end_ns"].to_numpy().astype(np.float64)
+    row_rank_idx = np.array([idx_of[int(r)] for r in m["rank"].to_list()], dtype=np.int64)
+    base = np.where(anchor >= 0, row_end[np.maximum(anchor, 0)], start[row_rank_idx])
+    gap = arrival - base
+    transfer = row_end - m["_last"].to_numpy().astype(np.float64)
+    # tails: from each rank's latest end to its last step end
+    tail_row = np.full(len(ranks), -1, dtype=np.int64)
+    tail = end - start
+    last_rows = m.group_by("rank").agg(pl.col("row").sort_by("end_ns").last())
+    for r, row in zip(last_rows["rank"].to_list(), last_rows["row"].to_list()):
+        i = idx_of[int(r)]
+        tail_row[i] = int(row)
+        tail[i] = end[i] - row_end[int(row)]
+    inst = m.group_by("instance_id", maintain_order=True).agg(pl.col("row"))
+    inst_ids = inst["instance_id"].to_numpy()
+    inst_rows = [np.asarray(rs, dtype=np.int64) for rs in inst["row"].to_list()]
     attrs = (pl.DataFrame({"instance_id": inst_ids}).with_row_index("pos")
-             .join(instances.select("instance_id", "op", "scope", "bytes", "bus_factor", "transfer_ns", "step"), on="instance_id", how="left")
-             .join(mh, on="instance_id", how="left").sort("pos"))
-    makespan = float(end.max() - start.min())
-    return Timeline(ranks=ranks, start=start, end=end, inst_ids=inst_ids, inst_members=inst_members, inst_gaps=inst_gaps,
-                    inst_dep_arrival=inst_dep, inst_transfer=inst_transfer, tail=tail, makespan=makespan, attrs=attrs)
+             .join(instances.select("instance_id", "op", "scope", "bytes", "bus_factor", "transfer_ns", "step", "channel"),
+                   on="instance_id", how="left").sort("pos"))
+    pos_of = dict(zip(inst_ids.tolist(), range(len(inst_ids))))
+    chain = m.select("row", "instance_id", "rank", "step", "arrival_ns").with_columns(
+        pl.col("instance_id").replace_strict(pos_of).alias("pos"), pl.Series("gap", gap))
+    chain, tail_role = _roles(chain, attrs, ranks)
+    return Timeline(ranks=ranks, start=start, end=end, inst_ids=inst_ids, inst_rows=inst_rows, row_rank_idx=row_rank_idx,
+                    row_anchor=anchor, row_gap=gap, row_transfer=transfer, row_end=row_end, tail_row=tail_row, tail=tail,
+                    makespan=float(end.max() - start.min()), attrs=attrs, chain=chain, tail_role=tail_role)
 
 
-GapRule = Callable[[int, np.ndarray, np.ndarray], np.ndarray]
+def _roles(chain: pl.DataFrame, attrs: pl.DataFrame, ranks: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
+    """Peers are ranks that do the same work: the members of a rank's most frequent synchronous
+    group (data-parallel replicas of a pipeline stage, a tensor-parallel group, all ranks of plain
+    data parallelism). Rows get an ``ordinal`` (n-th synchronization of the rank in the step, by
+    arrival) so a culprit is compared with its peers at the same point of the same step."""
+    from stallscope.analysis.collectives import SYNCHRONOUS_OPS
+
+    ch = chain.join(attrs.select("pos", "op", "channel"), on="pos", how="left")
+    ch = ch.with_columns(pl.int_range(pl.len()).over(["rank", "step"], order_by="arrival_ns").alias("ordinal"))
+    members = ch.group_by("channel").agg(pl.col("rank").unique().sort().cast(pl.String).str.join(",").alias("mset"))
+    prim = (ch.filter(pl.col("op").is_in(SYNCHRONOUS_OPS)).group_by("rank", "channel").agg(pl.len().alias("n"))
+            .sort(["rank", "n", "channel"], descending=[False, True, False]).group_by("rank", maintain_order=True).first()
+            .join(members, on="channel", how="left"))
+    roles = pl.DataFrame({"rank": [int(r) for r in ranks]}, schema={"rank": ch.schema["rank"]}).join(
+        prim.select("rank", "mset"), on="rank", how="left").with_columns(
+        pl.coalesce(pl.col("mset"), pl.lit("solo:") + pl.col("rank").cast(pl.String)).alias("mset"))
+    sig = roles.with_columns(pl.col("mset").rank("dense").cast(pl.Int64).alias("role")).select("rank", "role")
+    ch = ch.join(sig, on="rank", how="left").sort("row")
+    role_of = dict(zip(sig["rank"].to_list(), sig["role"].to_list()))
+    return ch, np.array([role_of.get(int(r), -1) for r in ranks], dtype=np.int64)
+
+
 TransferRule = Callable[[int, np.ndarray], np.ndarray]
 
 
-def replay(tl: Timeline, *, gaps: GapRule | None = None, transfers: TransferRule | None = None,
-           tails: Callable[[np.ndarray], np.ndarray] | None = None) -> float:
-    """Replayed makespan T' (ns). ``gaps(pos, members, gaps) -> gaps``,
-    ``transfers(pos, own_transfers) -> own_transfers``, ``tails(tail) -> tail`` change the chain."""
-    cur_end = tl.start.copy()
-    cur_arr = tl.start.copy()
+def replay(tl: Timeline, *, gaps: np.ndarray | None = None, transfers: TransferRule | None = None,
+           tails: np.ndarray | None = None) -> float:
+    """Replayed makespan T' (ns): ``gaps`` replaces every row's gap, ``tails`` every rank's tail,
+    ``transfers(pos, own_transfers) -> own_transfers`` changes transfers."""
+    g_all = tl.row_gap if gaps is None else gaps
+    new_end = tl.row_end.copy()
+    start = tl.start
     for pos in range(tl.n_instances):
-        mem = tl.inst_members[pos]
-        g = tl.inst_gaps[pos]
-        if gaps is not None:
-            g = gaps(pos, mem, g)
-        arr = np.where(tl.inst_dep_arrival[pos], cur_arr[mem], cur_end[mem]) + g
+        rows = tl.inst_rows[pos]
+        anc = tl.row_anchor[rows]
+        base = np.where(anc >= 0, new_end[np.maximum(anc, 0)], start[tl.row_rank_idx[rows]])
+        arr = base + g_all[rows]
         last = arr.max()
-        tr = tl.inst_transfer[pos]
+        tr = tl.row_transfer[rows]
         if transfers is not None:
             tr = transfers(pos, tr)
-        cur_arr[mem] = arr
-        cur_end[mem] = np.maximum(last + tr, arr)
-    tail = tl.tail if tails is None else tails(tl.tail)
-    finish = cur_end + tail
-    return float(finish.max() - tl.start.min())
+        new_end[rows] = np.maximum(last + tr, arr)
+    tail = tl.tail if tails is None else tails
+    base = np.where(tl.tail_row >= 0, new_end[np.maximum(tl.tail_row, 0)], start)
+    finish = base + tail
+    return float(finish.max() - start.min())
 
 
-def lost_fraction(tl: Timeline, t_new: float) -> float:
-    if tl.makespan <= 0:
+def lost_fraction_between(base: float, new: float, makespan: float) -> float:
+    """Gain of a scenario against the identity replay (which equals the recording), as a share
+    of the recorded makespan."""
+    if makespan <= 0:
         return 0.0
-    return float(min(1.0, max(0.0, (tl.makespan - t_new) / tl.makespan)))
+    return float(min(1.0, max(0.0, (base - new) / makespan)))
 
 
 # -- scenarios ------------------------------------------------------------------------------
 
 
 def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> float:
-    """Lost fraction if ``culprit_ranks`` behaved like the median non-culprit member at every
-    synchronization (gaps) and in their tails."""
-    idx = {int(r): i for i, r in enumerate(tl.ranks)}
-    cul = np.zeros(len(tl.ranks), dtype=bool)
-    for r in culprit_ranks:
-        if int(r) in idx:
-            cul[idx[int(r)]] = True
+    """Lost fraction if ``culprit_ranks`` behaved like their median peer: each of their gaps
+    shrinks to the median gap of non-culprit ranks of the same role at the same step and ordinal
+    (for a role with no other rank: to the median of the other members of a synchronous
+    collective); their tails likewise."""
+    cul_set = {int(r) for r in culprit_ranks}
+    cul = np.isin(tl.ranks, list(cul_set))
     if not cul.any():
         return 0.0
-
-    def gaps(pos: int, mem: np.ndarray, g: np.ndarray) -> np.ndarray:
-        c = cul[mem]
-        if not c.any() or c.all():
-            return g
-        out = g.copy()
-        out[c] = np.minimum(g[c], np.median(g[~c]))
-        return out
-
-    def tails(t: np.ndarray) -> np.ndarray:
-        out = t.copy()
-        if (~cul).any():
-            out[cul] = np.minimum(t[cul], np.median(t[~cul]))
-        return out
-
-    base = replay(tl)
-    return lost_fraction_between(base, replay(tl, gaps=gaps, tails=tails), tl.makespan)
+    ch = tl.chain.with_columns(pl.col("rank").is_in(list(cul_set)).alias("cul"))
+    peer = ch.filter(~pl.col("cul")).group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("peer"))
+    others = ch.filter(~pl.col("cul")).group_by("pos").agg(pl.col("gap").median().alias("mpeer"))
+    sync = pl.DataFrame({"pos": np.arange(tl.n_instances, dtype=np.uint32), "sync": tl.synchronous},
+                        schema={"pos": ch.schema["pos"], "sync": pl.Boolean})
+    x = ch.join(peer, on=["role", "step", "ordinal"], how="left").join(others, on="pos", how="left").join(sync, on="pos", how="left")
+    ref = pl.coalesce(pl.col("peer"), pl.when(pl.col("sync")).then(pl.col("mpeer")))
+    x = x.with_columns(pl.when(pl.col("cul") & ref.is_not_null()).then(pl.min_horizontal(pl.col("gap"), ref))
+                       .otherwise(pl.col("gap")).alias("new")).sort("row")
+    new_gaps = x["new"].to_numpy().astype(np.float64)
+    tails = tl.tail.copy()
+    for i in np.nonzero(cul)[0]:
+        peers = (~cul) & (tl.tail_role == tl.tail_role[i])
+        if not peers.any():
+            peers = ~cul
+        if peers.any():
+            tails[i] = min(tl.tail[i], float(np.median(tl.tail[peers])))
+    return lost_fraction_between(replay(tl), replay(tl, gaps=new_gaps, tails=tails), tl.makespan)
 
 
 def everyone_like_median(tl: Timeline) -> float:
-    """Lost fraction to jitter: every member behaves like the median member at every synchronization."""
-    def gaps(pos: int, mem: np.ndarray, g: np.ndarray) -> np.ndarray:
-        return np.minimum(g, np.median(g))
-
-    def tails(t: np.ndarray) -> np.ndarray:
-        return np.minimum(t, np.median(t))
-
-    base = replay(tl)
-    return lost_fraction_between(base, replay(tl, gaps=gaps, tails=tails), tl.makespan)
+    """Lost fraction to jitter: every rank's gap shrinks to the median gap of its role at the
+    same step and ordinal (and its tail to its role's median tail)."""
+    ch = tl.chain
+    med = ch.group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("m"))
+    x = ch.join(med, on=["role", "step", "ordinal"], how="left").with_columns(
+        pl.min_horizontal(pl.col("gap"), pl.col("m")).alias("new")).sort("row")
+    new_gaps = x["new"].to_numpy().astype(np.float64)
+    tails = tl.tail.copy()
+    for r in np.unique(tl.tail_role):
+        sel = tl.tail_role == r
+        tails[sel] = np.minimum(tl.tail[sel], np.median(tl.tail[sel]))
+    return lost_fraction_between(replay(tl), replay(tl, gaps=new_gaps, tails=tails), tl.makespan)
 
 
 def transfers_at(tl: Timeline, new_transfer_ns: dict[int, float]) -> float:
@@ -194,13 +243,4 @@ def transfers_at(tl: Timeline, new_transfer_ns: dict[int, float]) -> float:
         scale = t / max(float(np.median(tr)), 1.0)
         return tr * min(1.0, max(scale, 0.0))
 
-    base = replay(tl)
-    return lost_fraction_between(base, replay(tl, transfers=transfers), tl.makespan)
-
-
-def lost_fraction_between(base: float, new: float, makespan: float) -> float:
-    """Relative gain of a scenario against the identity replay (which equals the recording up to
-    rounding), as a share of the recorded makespan."""
-    if makespan <= 0:
-        return 0.0
-    return float(min(1.0, max(0.0, (base - new) / makespan)))
+    return lost_fraction_between(replay(tl), replay(tl, transfers=transfers), tl.makespan)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from typing import Any
 
 import msgspec
@@ -46,16 +47,37 @@ def _from_kernels(gpu: list[dict[str, Any]], cpu: list[dict[str, Any]]) -> list[
     by_ext = {r["external_id"]: r for r in cpu if r["external_id"] is not None}
     hosts = [r for r in cpu if r["name"].startswith(_HOST_NAMES)]
     host_idx = _Containment(hosts)
+    # PyTorch names what a host-side call does in a `nccl:<op>` annotation inside it
+    # (`nccl:all_to_all`, `nccl:send 0->4`, `nccl:recv 0<-4`): the op and peer of kernels
+    # without metadata (alltoall runs as SendRecv kernels)
+    ann_of_host: dict[int, dict[str, Any]] = {}
+    for r in cpu:
+        if r["name"].startswith("nccl:"):
+            h = host_idx.enclosing(r)
+            if h is not None:
+                ann_of_host.setdefault(id(h), r)
     out = []
     for k in gpu:
         parsed = parse_comm_kernel_name(k["name"])
         cpu_ev = by_ext.get(k["external_id"])
-        host = None
+        host = ann = None
         if cpu_ev is not None:
-            host = cpu_ev if cpu_ev["name"].startswith(_HOST_NAMES) else host_idx.enclosing(cpu_ev)
+            if cpu_ev["name"].startswith(_HOST_NAMES):
+                host = cpu_ev
+            else:
+                host = host_idx.enclosing(cpu_ev)
+                ann = cpu_ev if cpu_ev["name"].startswith("nccl:") else None
+            if ann is None and host is not None:
+                ann = ann_of_host.get(id(host))
         meta = k if k["collective_name"] else (host if host is not None and host["collective_name"] else None)
         src = meta or {}
-        op = normalize_op(src["collective_name"]) if src.get("collective_name") else (parsed["op"] or "unknown")
+        ann_op, ann_peer = _annotation(ann["name"], k) if ann is not None else (None, None)
+        if src.get("collective_name"):
+            op = normalize_op(src["collective_name"])
+        elif ann_op:
+            op = ann_op
+        else:
+            op = parsed["op"] or "unknown"
         if op in ("unknown", "coalesced") and parsed["op"] not in (None, "unknown"):
             op = parsed["op"]
         dtype = src.get("dtype") or parsed["dtype"]
@@ -70,7 +92,7 @@ def _from_kernels(gpu: list[dict[str, Any]], cpu: list[dict[str, Any]]) -> list[
         out.append({
             "op": op, "source": "nccl_kernel", "name": k["name"], "pg_name": src.get("pg_name"),
             "pg_desc": src.get("pg_desc"), "pg_ranks": pg_ranks, "group_size": group_size,
-            "seq": src.get("seq"), "peer": _peer(op, src), "dtype": dtype, "in_nelems": in_n, "out_nelems": out_n,
+            "seq": src.get("seq"), "peer": _peer(op, src) if _peer(op, src) is not None else ann_peer, "dtype": dtype, "in_nelems": in_n, "out_nelems": out_n,
             "bytes": message_bytes(op, in_n, out_n, dtype, group_size), "algo": parsed["algo"], "proto": parsed["proto"],
             "start_ns": k["ts"], "end_ns": k["ts"] + k["dur"],
             "cpu_start_ns": cpu_ref["ts"] if cpu_ref else None, "cpu_end_ns": cpu_ref["ts"] + cpu_ref["dur"] if cpu_ref else None,
@@ -132,6 +154,23 @@ def _cpu_row(e: dict[str, Any], host: dict[str, Any] | None, op: str, group_size
         "cpu_start_ns": host["ts"] if host else None, "cpu_end_ns": host["ts"] + host["dur"] if host else None,
         "stream": None, "tid": tid, "external_id": e["external_id"], "correlation": None,
     }
+
+
+_ANN_RE = re.compile(r"^nccl:(?P<op>[A-Za-z_]+)(?:\s+(?P<a>\d+)\s*(?P<dir>->|<-)\s*(?P<b>\d+))?")
+
+
+def _annotation(name: str, kernel: dict[str, Any]) -> tuple[str | None, int | None]:
+    """Op and peer from ``nccl:<op>[ a->b | a<-b ]``.
+
+    >>> _annotation("nccl:send 0->4", {}), _annotation("nccl:recv 3<-1", {}), _annotation("nccl:all_to_all", {})
+    (('send', 4), ('recv', 1), ('alltoall', None))
+    """
+    m = _ANN_RE.match(name)
+    if not m:
+        return None, None
+    op = normalize_op(m.group("op"))
+    peer = int(m.group("b")) if m.group("b") is not None else None
+    return (None if op == "unknown" else op), peer
 
 
 def _peer(op: str, src: dict[str, Any]) -> int | None:

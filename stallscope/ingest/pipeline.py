@@ -351,6 +351,7 @@ def _attach_hosts(writer: JobWriter, rank_rows: list[dict[str, Any]]) -> None:
         for row in pa.concat_tables([pq.read_table(p) for p in man]).to_pylist():
             if row.get("rank") is not None:
                 man_host[int(row["rank"])] = (row.get("host"), row.get("local_rank"))
+    dir_host = _directory_hosts(rank_rows)
     for r in rank_rows:
         if r["rank"] in man_host and man_host[r["rank"]][1] is not None:
             r["local_rank"] = man_host[r["rank"]][1]
@@ -362,3 +363,22 @@ def _attach_hosts(writer: JobWriter, rank_rows: list[dict[str, Any]]) -> None:
             r["host"], r["host_source"] = by_rank[r["rank"]], "nccl_log"
         elif r["rank"] in man_host and man_host[r["rank"]][0]:
             r["host"], r["host_source"] = man_host[r["rank"]][0], "manifest"
+        elif r["file"] in dir_host:
+            r["host"], r["host_source"] = dir_host[r["file"]], "directory"
+
+
+def _directory_hosts(rank_rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Last resort: bundles laid out one folder per host (``node-01/rank3.json``) name the host
+    by folder — used only when every trace sits in a folder, there are at least two folders,
+    and some folder holds several ranks (one trace per folder is a per-rank layout, not hosts)."""
+    from pathlib import PurePosixPath
+
+    parents = {r["file"]: PurePosixPath(r["file"].split("!")[-1]).parent.name for r in rank_rows}
+    if not parents or any(not p or p == "." for p in parents.values()):
+        return {}
+    counts: dict[str, int] = {}
+    for p in parents.values():
+        counts[p] = counts.get(p, 0) + 1
+    if len(counts) < 2 or max(counts.values()) < 2:
+        return {}
+    return parents

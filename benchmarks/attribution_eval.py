@@ -1,0 +1,140 @@
+"""Attribution accuracy on generated bundles with ground truth.
+
+    python -m stallscope.samples suite --count 220 --out /tmp/suite --workers 2
+    python benchmarks/attribution_eval.py /tmp/suite [--workers 2] [--json out.json] [--without-logs]
+
+Scoring (stated here so the numbers mean something):
+
+* **predicted cause** = the cause of the first finding of severity medium or higher that is
+  not about input quality; ``none`` when there is no such finding.
+* **cause accuracy** = predicted cause == truth cause, over all bundles (healthy ones count:
+  their truth is ``none``).
+* **culprit accuracy**, over bundles whose cause was predicted right and whose truth names
+  culprits: a job-wide truth (all ranks) needs a job-wide finding (≥ 90 % of the ranks); a host
+  culprit needs the finding's hosts to equal the truth's hosts; a rank culprit needs the finding's
+  ranks to equal the truth's ranks.
+* **false-positive rate** = healthy bundles (truth ``none``) with any finding ≥ medium.
+
+``--without-logs`` re-runs every bundle with its NCCL logs removed (traces only), the other
+half of the target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+SEVERE = ("critical", "high", "medium")
+
+
+def strip_logs(bundle: Path, dest: Path) -> Path:
+    """A copy of the bundle with every NCCL log removed (traces only)."""
+    from stallscope.ingest.discover import discover
+
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        found, _ = discover([bundle], tmp)
+        for f in found:
+            if f.kind == "nccl_log":
+                continue
+            out = dest / f.label.replace("!", "/").lstrip("/")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(f.path, out)
+    return dest
+
+
+def evaluate_one(args: tuple[str, dict[str, Any], bool]) -> dict[str, Any]:
+    root, entry, without_logs = args
+    from stallscope.api import postmortem
+
+    bundle = Path(root) / entry["bundle"]
+    truth = json.loads((Path(root) / entry["truth"]).read_text())
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        src = strip_logs(bundle, Path(tmp) / "b") if without_logs else bundle
+        try:
+            doc = postmortem(src, store=Path(tmp) / "store", workers=1)
+        except Exception as exc:  # noqa: BLE001 - a crash is a wrong answer, reported as such
+            return {"name": entry["name"], "scenario": entry["scenario"], "error": f"{type(exc).__name__}: {exc}"}
+    secs = time.perf_counter() - t0
+    main = next((f for f in doc["findings"] if f["severity"] in SEVERE and f["cause"] != "input"), None)
+    pred = main["cause"] if main else "none"
+    tc = truth["cause"]
+    world = doc["job"]["world_size"]
+    culprit_ok = None
+    if tc != "none" and pred == tc and main is not None:
+        tr, th = sorted(truth.get("culprit_ranks") or []), sorted(truth.get("culprit_hosts") or [])
+        jobwide = len(tr) >= world and world > 0
+        if jobwide:
+            culprit_ok = len(main["ranks"]) >= 0.9 * world or sorted(main["hosts"]) == sorted(doc["job"]["hosts"])
+        elif tc in ("locality", "fabric") and th:
+            culprit_ok = sorted(main["hosts"]) == th
+        else:
+            culprit_ok = sorted(main["ranks"]) == tr
+    return {"name": entry["name"], "scenario": entry["scenario"], "truth": tc, "pred": pred, "ok": pred == tc,
+            "culprit_ok": culprit_ok, "pred_ranks": main["ranks"] if main else [], "pred_hosts": main["hosts"] if main else [],
+            "truth_ranks": truth.get("culprit_ranks"), "truth_hosts": truth.get("culprit_hosts"),
+            "lost_pred": main["lost_time_fraction"] if main else 0.0, "lost_truth": truth.get("lost_time_fraction"),
+            "rule": main["rule"] if main else None, "fp": tc == "none" and pred != "none", "seconds": round(secs, 2),
+            "logs": entry.get("logs"), "parallelism": entry.get("parallelism"), "severity": entry.get("severity")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("suite", type=Path)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--without-logs", action="store_true")
+    ap.add_argument("--only", help="comma-separated scenarios")
+    a = ap.parse_args()
+    index = json.loads((a.suite / "suite.json").read_text())
+    entries = index["bundles"]
+    if a.only:
+        keep = set(a.only.split(","))
+        entries = [e for e in entries if e["scenario"] in keep]
+    jobs = [(str(a.suite), e, a.without_logs) for e in entries]
+    t0 = time.perf_counter()
+    if a.workers > 1:
+        with ProcessPoolExecutor(a.workers) as pool:
+            results = list(pool.map(evaluate_one, jobs))
+    else:
+        results = [evaluate_one(j) for j in jobs]
+    wall = time.perf_counter() - t0
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        by[r["scenario"]].append(r)
+    print(f"{'scenario':<28} {'n':>4} {'cause':>7} {'culprit':>8}  wrong answers")
+    for sc, rs in sorted(by.items()):
+        n = len(rs)
+        ok = sum(1 for r in rs if r.get("ok"))
+        cul = [r["culprit_ok"] for r in rs if r.get("culprit_ok") is not None]
+        wrong = [f"{r['name']}→{r.get('pred', 'ERR')}" + ("" if r.get("culprit_ok") in (None, True) else "(culprit)") for r in rs
+                 if not r.get("ok") or r.get("culprit_ok") is False]
+        print(f"{sc:<28} {n:>4} {ok / n:>7.0%} {(sum(cul) / len(cul)) if cul else float('nan'):>8.0%}  {', '.join(wrong[:6])}")
+    n = len(results)
+    cause_acc = sum(1 for r in results if r.get("ok")) / n
+    cul = [r["culprit_ok"] for r in results if r.get("culprit_ok") is not None]
+    healthy = [r for r in results if r.get("truth") == "none"]
+    fp = sum(1 for r in healthy if r.get("fp")) / max(1, len(healthy))
+    errors = [r for r in results if "error" in r]
+    print(f"\n{n} bundles ({'traces only' if a.without_logs else 'as generated'}) in {wall:.0f} s: cause accuracy {cause_acc:.1%}, "
+          f"culprit accuracy {sum(cul) / max(1, len(cul)):.1%} (of {len(cul)}), false positives on healthy {fp:.1%} "
+          f"(of {len(healthy)}), errors {len(errors)}")
+    for e in errors[:5]:
+        print("  error:", e["name"], e["error"])
+    if a.json:
+        a.json.write_text(json.dumps({"cause_accuracy": cause_acc, "culprit_accuracy": sum(cul) / max(1, len(cul)),
+                                      "false_positive_rate": fp, "n": n, "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    main()
