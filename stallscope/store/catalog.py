@@ -85,6 +85,11 @@ def build(con: duckdb.DuckDBPyConnection, layout: StoreLayout | None, *, job: st
                 con.execute(f"COMMENT ON COLUMN {_ident(spec.name)}.{_ident(c.name)} IS {_q(doc)}")
             except duckdb.Error:
                 pass
+    # columns a view passes through (``SELECT e.*``) keep the doc of the column they come from
+    known: dict[str, str] = {}
+    for spec in specs.values():
+        for c in spec.columns:
+            known.setdefault(c.name, c.doc + (f" ({c.unit})" if c.unit else ""))
     for v in views:
         if v.kind != "VIEW":
             continue
@@ -94,6 +99,12 @@ def build(con: duckdb.DuckDBPyConnection, layout: StoreLayout | None, *, job: st
                 con.execute(f"COMMENT ON COLUMN {_ident(v.name)}.{_ident(col)} IS {_q(doc)}")
             except duckdb.Error:
                 pass  # a documented column the view does not have: caught by the docs test
+            known.setdefault(col, doc)
+        cols = con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND (comment IS NULL OR comment = '')",
+                           [v.name]).fetchall()
+        for (col,) in cols:
+            if col in known:
+                con.execute(f"COMMENT ON COLUMN {_ident(v.name)}.{_ident(col)} IS {_q(known[col])}")
 
 
 def connect(layout: StoreLayout, *, job: str | None = None, views: Sequence[SqlView] = (),
