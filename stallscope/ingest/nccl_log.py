@@ -1,0 +1,219 @@
+"""NCCL debug logs (``NCCL_DEBUG=INFO``) and PyTorch watchdog logs -> the ``nccl_*`` tables.
+
+The file is read as a stream of blocks (plain or gzip, :class:`~stallscope.ingest.source.ByteStream`)
+and cut into lines here, so memory does not grow with the file. Each line is routed cheaply:
+
+* lines containing ``NCCL`` carry either the standard prefix ``host:pid:tid [dev] NCCL INFO|WARN``
+  (found anywhere in the line, after any launcher wrapper) and go to the message handlers of
+  :mod:`stallscope.ingest.nccl_messages`, or are PyTorch ProcessGroupNCCL watchdog lines
+  (:mod:`stallscope.ingest.watchdog`) or a bare ``NCCL version`` line;
+* nccl-tests output (``#`` headers, the result table) goes to :mod:`stallscope.ingest.nccl_tests`;
+* when the first block has no NCCL prefix at all (the poster stripped it), every line is tried
+  as a bare message ("bare mode");
+* everything else is program output and is ignored.
+
+A line with the prefix that no handler understands is *unknown*: unknown lines are counted and
+reported as one ``unknown_lines`` warning per file, never fatal. Binary junk (NUL bytes, invalid
+UTF-8) is skipped with one ``binary_junk`` warning. Facts that need the whole file (the exact
+version, the version range from format fingerprints, ``nNodes``, GDR per HCA, whether a NET
+connection crosses hosts) are resolved at the end for the small tables kept in memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from stallscope.errors import IngestError
+from stallscope.ingest import nccl_errors, nccl_messages, nccl_setup, nccl_tests, watchdog
+from stallscope.ingest.nccl_state import LogState
+from stallscope.ingest.schemas.nccl import FAST_PREFIX_RE, PREFIX_RE, VERSION_RE, WRAPPER_RE, version_range
+from stallscope.ingest.source import ByteStream
+from stallscope.ingest.writer import PartWriter
+
+#: a "line" longer than this without a newline is junk (bounded memory on binary input)
+MAX_LINE_BYTES = 1 << 20
+
+
+def parse_nccl_log(path: str | Path, *, label: str | None = None, out: PartWriter | None = None) -> dict[str, Any]:
+    """Parse one NCCL / watchdog log into the ``nccl_*`` tables of ``out``.
+
+    Returns ``{"warnings": [...], "lines": n, "partial": bool, "tables": {name: rows written}}``.
+    With ``out=None`` the tables themselves come back under ``"arrow"`` (tests, benchmark).
+    Raises :class:`IngestError` only when the file cannot be read at all.
+    """
+    path = Path(path)
+    label = label or path.name
+    collected: dict[str, list[pa.Table]] = {}
+    sink = out if out is not None else _Collector(collected)
+    state = LogState(label=label, sink=sink, on_flush=_before_flush)
+    stream = ByteStream(path)
+    try:
+        _parse_stream(state, stream)
+    except OSError as exc:
+        raise IngestError(f"{label}: cannot be read ({exc.strerror or exc})") from None
+    partial = False
+    if stream.error is not None:
+        code, msg = stream.error
+        state.warn(code, f"{label}: {msg}; kept the lines before it", byte_offset=stream.out_bytes)
+        partial = True
+    finish(state)
+    for name in state.buffers:
+        state.flush(name)
+    info: dict[str, Any] = {"warnings": state.warnings, "lines": state.lines, "partial": partial}
+    if out is None:
+        info["arrow"] = {spec: pa.concat_tables(ts) if ts else state.buffers[spec].to_arrow()
+                         for spec, ts in ((n, collected.get(n, [])) for n in state.buffers)}
+        info["tables"] = {n: t.num_rows for n, t in info["arrow"].items()}
+    else:
+        info["tables"] = dict(out.rows)
+    return info
+
+
+class _Collector:
+    """Stands in for a PartWriter when the caller wants the Arrow tables back."""
+
+    def __init__(self, into: dict[str, list[pa.Table]]) -> None:
+        self.into = into
+
+    def append(self, name: str, data: pa.Table) -> None:
+        self.into.setdefault(name, []).append(data)
+
+
+def _before_flush(state: LogState, table: str) -> None:
+    if table == "nccl_connections":
+        nccl_messages.resolve_inter_node(state)
+
+
+def _parse_stream(state: LogState, stream: ByteStream) -> None:
+    """Cut the decompressed blocks into lines (a line may span blocks) and route them."""
+    pending = b""
+    offset = 0  # decompressed offset of the first byte of `pending`
+    line_no = 0
+    bare: bool | None = None
+    for block in stream:
+        data = pending + block if pending else block
+        if bare is None:  # no NCCL prefix anywhere in the first block: the poster stripped it
+            bare = b"NCCL INFO" not in data and b"NCCL WARN" not in data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            pending = data
+        else:
+            lines = data[:cut].split(b"\n")
+            _parse_lines(state, lines, line_no, offset, bare, b"\x00" in data)
+            line_no += len(lines)
+            offset += cut + 1
+            pending = data[cut + 1:]
+        if len(pending) > MAX_LINE_BYTES:
+            state.long_lines += 1
+            if state.junk_offset is None:
+                state.junk_offset = offset
+            offset += len(pending)
+            line_no += 1
+            pending = b""
+    if pending:
+        if bare is None:
+            bare = b"NCCL INFO" not in pending and b"NCCL WARN" not in pending
+        _parse_lines(state, [pending], line_no, offset, bare, b"\x00" in pending)
+        line_no += 1
+    state.lines = line_no
+
+
+def _parse_lines(state: LogState, lines: list[bytes], base: int, offset: int, bare: bool, has_nul: bool) -> None:
+    """Route each line of a block (see module doc). ``base`` is the number of lines before the block."""
+    fast = FAST_PREFIX_RE.search
+    dispatch = nccl_messages.dispatch
+    for i, raw in enumerate(lines):
+        if b"NCCL" in raw:
+            text = raw.decode("utf-8", "replace")
+            if has_nul and "\x00" in text:
+                text = text.replace("\x00", "")
+            m = fast(text)
+            if m is not None:
+                if not dispatch(state, text[m.end():].rstrip("\r"), m.group(1), int(m.group(2)), int(m.group(3)),
+                                int(m.group(4)), base + i + 1):
+                    _unknown(state, text, lines, i, offset)
+            else:
+                _slow_line(state, text.rstrip("\r"), base + i + 1, lines, i, offset, bare)
+        elif has_nul and b"\x00" in raw:
+            _junk(state, lines, i, offset)
+        elif raw[:1] == b"#" or state.tests_table:
+            nccl_tests.parse_line(state, raw.decode("utf-8", "replace").rstrip("\r"), base + i + 1)
+        elif bare and raw.strip():
+            text = raw.decode("utf-8", "replace").rstrip("\r")
+            if "\ufffd" in text:
+                _junk(state, lines, i, offset)
+                continue
+            msg = text[WRAPPER_RE.match(text).end():]  # type: ignore[union-attr]
+            if msg and not dispatch(state, msg, None, None, None, None, base + i + 1):
+                watchdog.parse_line(state, text, base + i + 1)
+
+
+def _slow_line(state: LogState, text: str, ln: int, lines: list[bytes], i: int, offset: int, bare: bool) -> None:
+    """A line with ``NCCL`` but not the common ``host:pid:tid [dev] NCCL INFO`` shape."""
+    m = PREFIX_RE.search(text)
+    if m is not None:
+        level = m.group("level")
+        if level in ("TRACE", "CALL"):
+            return
+        g = m.group
+        host = g("host")
+        pid = int(g("pid")) if g("pid") else None
+        tid = int(g("tid")) if g("tid") else None
+        dev = int(g("dev")) if g("dev") else None
+        msg = text[m.end():]
+        if level == "WARN":
+            nccl_errors.warn_line(state, msg, host, pid, tid, dev, g("src"), g("sline"), g("func"), ln)
+            return
+        if g("src") is not None:  # INFO has no file:line; what looked like one belongs to the message
+            msg = f"{g('src')}:{g('sline')} {msg}"
+        if not nccl_messages.dispatch(state, msg, host, pid, tid, dev, ln):
+            _unknown(state, text, lines, i, offset)
+        return
+    if watchdog.parse_line(state, text, ln):
+        return
+    v = VERSION_RE.search(text)
+    if v is not None:
+        nccl_setup.version_line(state, v, None, None, None, None, text[v.start():], ln)
+        return
+    if bare:
+        msg = text[WRAPPER_RE.match(text).end():]  # type: ignore[union-attr]
+        nccl_messages.dispatch(state, msg, None, None, None, None, ln)
+
+
+def _offset_of(lines: list[bytes], i: int, offset: int) -> int:
+    return offset + sum(len(x) + 1 for x in lines[:i])
+
+
+def _unknown(state: LogState, text: str, lines: list[bytes], i: int, offset: int) -> None:
+    state.unknown += 1
+    if state.unknown_example is None:
+        state.unknown_example = text.strip()[:160]
+        state.unknown_offset = _offset_of(lines, i, offset)
+
+
+def _junk(state: LogState, lines: list[bytes], i: int, offset: int) -> None:
+    state.junk += 1
+    if state.junk_offset is None:
+        state.junk_offset = _offset_of(lines, i, offset)
+
+
+def finish(state: LogState) -> None:
+    """End-of-file resolution (versions, nNodes, GDR per HCA, inter-node flags) and the file's warnings."""
+    nccl_setup.finish(state, version_range(state.fingerprints))
+    watchdog.finish(state)
+    nccl_messages.resolve_inter_node(state)
+    label = state.label
+    if state.unknown:
+        state.warn("unknown_lines", f"{label}: {state.unknown} NCCL line(s) in no known format, e.g. {state.unknown_example!r}",
+                   byte_offset=state.unknown_offset, count=state.unknown)
+    if state.junk or state.long_lines:
+        what = []
+        if state.junk:
+            what.append(f"{state.junk} line(s) of binary data")
+        if state.long_lines:
+            what.append(f"{state.long_lines} run(s) of over {MAX_LINE_BYTES >> 20} MiB without a newline")
+        state.warn("binary_junk", f"{label}: skipped {' and '.join(what)}", byte_offset=state.junk_offset,
+                   count=state.junk + state.long_lines)
