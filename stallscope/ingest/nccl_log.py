@@ -21,15 +21,18 @@ connection crosses hosts) are resolved at the end for the small tables kept in m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from stallscope.errors import IngestError
-from stallscope.ingest import nccl_errors, nccl_messages, nccl_setup, nccl_tests, watchdog
+from stallscope.ingest import nccl_bulk, nccl_errors, nccl_messages, nccl_setup, nccl_tests, watchdog
 from stallscope.ingest.nccl_state import LogState
-from stallscope.ingest.schemas.nccl import FAST_PREFIX_RE, PREFIX_RE, VERSION_RE, WRAPPER_RE, version_range
+from stallscope.ingest.schemas.nccl import LEVEL_RE, PREFIX_RE, VERSION_RE, WRAPPER_RE, version_range
 from stallscope.ingest.source import ByteStream
 from stallscope.ingest.writer import PartWriter
 
@@ -82,13 +85,14 @@ class _Collector:
         self.into.setdefault(name, []).append(data)
 
 
-def _before_flush(state: LogState, table: str) -> None:
+def _before_flush(state: LogState, table: str, data: pa.Table) -> pa.Table:
     if table == "nccl_connections":
-        nccl_messages.resolve_inter_node(state)
+        return nccl_messages.resolve_inter_node(state, data)
+    return data
 
 
 def _parse_stream(state: LogState, stream: ByteStream) -> None:
-    """Cut the decompressed blocks into lines (a line may span blocks) and route them."""
+    """Cut the decompressed blocks at line boundaries (a line may span blocks) and parse each piece."""
     pending = b""
     offset = 0  # decompressed offset of the first byte of `pending`
     line_no = 0
@@ -101,9 +105,7 @@ def _parse_stream(state: LogState, stream: ByteStream) -> None:
         if cut < 0:
             pending = data
         else:
-            lines = data[:cut].split(b"\n")
-            _parse_lines(state, lines, line_no, offset, bare, b"\x00" in data)
-            line_no += len(lines)
+            line_no += _parse_block(state, data[:cut + 1], line_no, offset, bare)
             offset += cut + 1
             pending = data[cut + 1:]
         if len(pending) > MAX_LINE_BYTES:
@@ -116,44 +118,112 @@ def _parse_stream(state: LogState, stream: ByteStream) -> None:
     if pending:
         if bare is None:
             bare = b"NCCL INFO" not in pending and b"NCCL WARN" not in pending
-        _parse_lines(state, [pending], line_no, offset, bare, b"\x00" in pending)
-        line_no += 1
+        line_no += _parse_block(state, pending + b"\n", line_no, offset, bare)
     state.lines = line_no
 
 
-def _parse_lines(state: LogState, lines: list[bytes], base: int, offset: int, bare: bool, has_nul: bool) -> None:
-    """Route each line of a block (see module doc). ``base`` is the number of lines before the block."""
-    fast = FAST_PREFIX_RE.search
-    dispatch = nccl_messages.dispatch
-    for i, raw in enumerate(lines):
-        if b"NCCL" in raw:
-            text = raw.decode("utf-8", "replace")
-            if has_nul and "\x00" in text:
-                text = text.replace("\x00", "")
-            m = fast(text)
-            if m is not None:
-                if not dispatch(state, text[m.end():].rstrip("\r"), m.group(1), int(m.group(2)), int(m.group(3)),
-                                int(m.group(4)), base + i + 1):
-                    _unknown(state, text, lines, i, offset)
-            else:
-                _slow_line(state, text.rstrip("\r"), base + i + 1, lines, i, offset, bare)
-        elif has_nul and b"\x00" in raw:
-            _junk(state, lines, i, offset)
-        elif raw[:1] == b"#" or state.tests_table:
-            nccl_tests.parse_line(state, raw.decode("utf-8", "replace").rstrip("\r"), base + i + 1)
-        elif bare and raw.strip():
-            text = raw.decode("utf-8", "replace").rstrip("\r")
-            if "\ufffd" in text:
-                _junk(state, lines, i, offset)
-                continue
-            msg = text[WRAPPER_RE.match(text).end():]  # type: ignore[union-attr]
-            if msg and not dispatch(state, msg, None, None, None, None, base + i + 1):
-                watchdog.parse_line(state, text, base + i + 1)
+def _parse_block(state: LogState, data: bytes, base: int, offset: int, bare: bool) -> int:
+    """Parse whole lines (``data`` ends with a newline); returns how many. ``base``: lines before the block."""
+    state.comm_events.clear()
+    la = None if bare else nccl_bulk.lines_array(data)
+    if la is None:  # bare mode or invalid UTF-8: every line through the per-line path
+        lines = data[:-1].split(b"\n")
+        has_nul = b"\x00" in data
+        for i, raw in enumerate(lines):
+            _line(state, raw, base + i + 1, lambda i=i: offset + sum(len(x) + 1 for x in lines[:i]), bare, has_nul)
+        return len(lines)
+    arr, offs = la
+    n = len(arr)
+    block = nccl_bulk.prepare(arr)
+    nccl = np.zeros(n, dtype=bool)
+    nccl[block.nccl] = True
+    rest = nccl.copy()
+    rest[block.taken] = False
+    # program output: only '#' lines (nccl-tests) matter, and every line while a result table is open
+    starts_hash = pc.starts_with(arr, "#").to_numpy(zero_copy_only=False) & ~nccl
+    if state.tests_table or (starts_hash.any() and pc.any(pc.match_substring_regex(arr, r"^#\s+size\s+count\s+type")).as_py()):
+        rest |= ~nccl
+    else:
+        rest |= starts_hash
+    has_nul = b"\x00" in data
+    if has_nul:
+        nul = pc.match_substring(arr, "\x00").to_numpy(zero_copy_only=False) & ~nccl
+        if nul.any():
+            state.junk += int(nul.sum())
+            rest &= ~nul
+            if state.junk_offset is None:
+                state.junk_offset = offset + int(offs[np.flatnonzero(nul)[0]])
+    snapshot = dict(state.thread_comm)
+    for i in np.flatnonzero(rest).tolist():
+        raw = data[offs[i]:offs[i + 1] - 1]
+        _line(state, raw, base + i + 1, lambda i=i: offset + int(offs[i]), False, has_nul)
+    nccl_bulk.finish(state, block, base, snapshot)
+    return n
 
 
-def _slow_line(state: LogState, text: str, ln: int, lines: list[bytes], i: int, offset: int, bare: bool) -> None:
+def _line(state: LogState, raw: bytes, ln: int, where: Callable[[], int], bare: bool, has_nul: bool) -> None:
+    """One line through the per-line handlers (see module doc); ``where()`` gives its byte offset."""
+    if b"NCCL" in raw:
+        text = raw.decode("utf-8", "replace")
+        if has_nul and "\x00" in text:
+            text = text.replace("\x00", "")
+        if text[-1:] == "\r":
+            text = text[:-1]
+        p = _fast_prefix(text)
+        if p is not None:
+            if not nccl_messages.dispatch(state, p[4], p[0], p[1], p[2], p[3], ln):
+                _unknown(state, text, where)
+        else:
+            _slow_line(state, text, ln, where, bare)
+    elif has_nul and b"\x00" in raw:
+        _junk(state, where)
+    elif raw[:1] == b"#" or state.tests_table:
+        nccl_tests.parse_line(state, raw.decode("utf-8", "replace").rstrip("\r"), ln)
+    elif bare and raw.strip():
+        text = raw.decode("utf-8", "replace").rstrip("\r")
+        if "\ufffd" in text:
+            _junk(state, where)
+            return
+        msg = text[WRAPPER_RE.match(text).end():]  # type: ignore[union-attr]
+        if msg and not nccl_messages.dispatch(state, msg, None, None, None, None, ln):
+            watchdog.parse_line(state, text, ln)
+
+
+_INFO = "] NCCL INFO "
+_HOST_STOP = ":<>()[]"
+
+
+def _fast_prefix(text: str) -> tuple[str, int, int, int, str] | None:
+    """``... host:pid:tid [dev] NCCL INFO msg`` -> (host, pid, tid, dev, msg) by slicing; None for any other shape.
+
+    String slicing instead of a regex search: a pattern that must find the host anywhere in the
+    line is retried at every position, which costs more than the rest of the line's parse.
+    """
+    i = text.find(_INFO)
+    if i < 0:
+        return None
+    j = text.rfind(" [", 0, i)
+    if j < 0:
+        return None
+    dev = text[j + 2:i]
+    k = text.rfind(" ", 0, j) + 1
+    parts = text[k:j].rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit() or not dev.lstrip("-").isdigit():
+        return None
+    host = parts[0]
+    for c in _HOST_STOP:  # a wrapper glued to the host: "[1,0]<stdout>:host"
+        if c in host:
+            host = host[host.rfind(c) + 1:]
+    if not host:
+        return None
+    return host, int(parts[1]), int(parts[2]), int(dev), text[i + len(_INFO):]
+
+
+def _slow_line(state: LogState, text: str, ln: int, where: Callable[[], int], bare: bool) -> None:
     """A line with ``NCCL`` but not the common ``host:pid:tid [dev] NCCL INFO`` shape."""
-    m = PREFIX_RE.search(text)
+    lv = LEVEL_RE.search(text)
+    # the prefix is at most ~200 characters before the level word; search only there
+    m = PREFIX_RE.search(text, max(0, lv.start() - 200)) if lv is not None else None
     if m is not None:
         level = m.group("level")
         if level in ("TRACE", "CALL"):
@@ -170,7 +240,7 @@ def _slow_line(state: LogState, text: str, ln: int, lines: list[bytes], i: int, 
         if g("src") is not None:  # INFO has no file:line; what looked like one belongs to the message
             msg = f"{g('src')}:{g('sline')} {msg}"
         if not nccl_messages.dispatch(state, msg, host, pid, tid, dev, ln):
-            _unknown(state, text, lines, i, offset)
+            _unknown(state, text, where)
         return
     if watchdog.parse_line(state, text, ln):
         return
@@ -183,28 +253,23 @@ def _slow_line(state: LogState, text: str, ln: int, lines: list[bytes], i: int, 
         nccl_messages.dispatch(state, msg, None, None, None, None, ln)
 
 
-def _offset_of(lines: list[bytes], i: int, offset: int) -> int:
-    return offset + sum(len(x) + 1 for x in lines[:i])
-
-
-def _unknown(state: LogState, text: str, lines: list[bytes], i: int, offset: int) -> None:
+def _unknown(state: LogState, text: str, where: Callable[[], int]) -> None:
     state.unknown += 1
     if state.unknown_example is None:
         state.unknown_example = text.strip()[:160]
-        state.unknown_offset = _offset_of(lines, i, offset)
+        state.unknown_offset = where()
 
 
-def _junk(state: LogState, lines: list[bytes], i: int, offset: int) -> None:
+def _junk(state: LogState, where: Callable[[], int]) -> None:
     state.junk += 1
     if state.junk_offset is None:
-        state.junk_offset = _offset_of(lines, i, offset)
+        state.junk_offset = where()
 
 
 def finish(state: LogState) -> None:
     """End-of-file resolution (versions, nNodes, GDR per HCA, inter-node flags) and the file's warnings."""
     nccl_setup.finish(state, version_range(state.fingerprints))
     watchdog.finish(state)
-    nccl_messages.resolve_inter_node(state)
     label = state.label
     if state.unknown:
         state.warn("unknown_lines", f"{label}: {state.unknown} NCCL line(s) in no known format, e.g. {state.unknown_example!r}",

@@ -14,6 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from stallscope.ingest import nccl_errors, nccl_setup, nccl_topology
 from stallscope.ingest.nccl_state import opt_int
 from stallscope.ingest.schemas import nccl as F
@@ -32,8 +36,6 @@ CONN_COLUMNS = ("host", "pid", "tid", "cuda_dev", "comm_id", "comm_ptr", "channe
                 "indirect_rank", "printer_rank", "inter_node", "file", "line_no")
 COLL_COLUMNS = ("host", "pid", "tid", "cuda_dev", "op", "op_count", "sendbuff", "recvbuff", "count", "datatype",
                 "datatype_name", "bytes", "redop", "redop_name", "root", "peer", "comm_ptr", "nranks", "stream", "file", "line_no")
-_I_TRANSPORT, _I_INTER = CONN_COLUMNS.index("transport"), CONN_COLUMNS.index("inter_node")
-_I_COMM, _I_SRC, _I_DST = CONN_COLUMNS.index("comm_id"), CONN_COLUMNS.index("src_rank"), CONN_COLUMNS.index("dst_rank")
 
 
 # -- connections -----------------------------------------------------------------------------
@@ -48,7 +50,7 @@ def _bracket(s: str | None) -> tuple[int | None, str | None, bool | None]:
     return int(s), None, False
 
 
-def _via(via: str, fp: set[str]) -> tuple[str, str | None, str | None, int | None, bool | None, bool | None, int | None,
+def classify_via(via: str, fp: set[str]) -> tuple[str, str | None, str | None, int | None, bool | None, bool | None, int | None,
                                          bool | None, bool | None, bool | None, int | None]:
     """Classify the text after ``via``.
 
@@ -99,19 +101,8 @@ def _via(via: str, fp: set[str]) -> tuple[str, str | None, str | None, int | Non
     return via.split("/", 1)[0], (via.split("/", 1)[1] if "/" in via else None), None, None, None, None, None, None, None, None, None
 
 
-def connection(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
-    m = F.CONN_RE.match(msg)
-    if m is None:
-        return False
-    fp = state.fingerprints
-    kw, ci = m.group("kw"), m.group("ci")
-    sdev, sbus, sis = _bracket(m.group("sdev"))
-    ddev, dbus, dis = _bracket(m.group("ddev"))
-    is_bus = None if sis is None and dis is None else bool(sis or dis)
-    via = m.group("via")
-    (transport, mech, net, net_dev, gdr, gdr_pci, proxy, shared, read, ce, indirect) = _via(via, fp)
-    direction = m.group("dir")
-    src, dst = int(m.group("src")), int(m.group("dst"))
+def connection_fingerprints(fp: set[str], kw: str, ci: str | None, is_bus: bool | None, transport: str | None) -> None:
+    """Version fingerprints shown by a connection line's shape (Ring/Channel, /connIndex, bracket kind)."""
     if kw == "Ring":
         fp.add("conn_ring")
         if is_bus:
@@ -123,6 +114,22 @@ def connection(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: N
         fp.add(f"{key}_channel_noci" if ci is None else f"{key}_channel_ci_busid" if is_bus else f"{key}_channel_ci_dev")
     elif transport == "SHM" and is_bus is not None:
         fp.add("shm_channel_busid" if is_bus else "shm_channel_dev")
+
+
+def connection(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    m = F.CONN_RE.match(msg)
+    if m is None:
+        return False
+    fp = state.fingerprints
+    kw, ci = m.group("kw"), m.group("ci")
+    sdev, sbus, sis = _bracket(m.group("sdev"))
+    ddev, dbus, dis = _bracket(m.group("ddev"))
+    is_bus = None if sis is None and dis is None else bool(sis or dis)
+    via = m.group("via")
+    (transport, mech, net, net_dev, gdr, gdr_pci, proxy, shared, read, ce, indirect) = classify_via(via, fp)
+    direction = m.group("dir")
+    src, dst = int(m.group("src")), int(m.group("dst"))
+    connection_fingerprints(fp, kw, ci, is_bus, transport)
     comm_id, comm_ptr = state.comm_of(host, pid, tid)
     printer = dst if direction == "receive" else src
     if comm_id is not None and host is not None:
@@ -142,7 +149,7 @@ def collnet(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num,
     kw, ci = m.group("kw"), m.group("ci")
     state.fingerprints.add("collnet_coll" if kw == "Coll" else "collnet_noci" if ci is None else "collnet_ci")
     via = m.group("via")
-    (transport, mech, net, net_dev, gdr, gdr_pci, proxy, shared, read, ce, indirect) = _via(via, state.fingerprints)
+    (transport, mech, net, net_dev, gdr, gdr_pci, proxy, shared, read, ce, indirect) = classify_via(via, state.fingerprints)
     rank = int(m.group("rank"))
     comm_id, comm_ptr = state.comm_of(host, pid, tid)
     state.add("nccl_connections", (
@@ -152,17 +159,21 @@ def collnet(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num,
     return True
 
 
-def resolve_inter_node(state: LogState) -> None:
-    """Set ``inter_node`` of buffered NET rows whose two ranks' hosts are both known from this file."""
-    rows = state.buffers["nccl_connections"].rows
-    rh = state.rank_host
-    if not rh:
-        return
-    for i, r in enumerate(rows):
-        if r[_I_INTER] is None and r[_I_COMM] is not None and r[_I_TRANSPORT] == "NET":
-            a, b = rh.get((r[_I_COMM], r[_I_SRC])), rh.get((r[_I_COMM], r[_I_DST]))
-            if a is not None and b is not None:
-                rows[i] = r[:_I_INTER] + (a != b,) + r[_I_INTER + 1:]
+def resolve_inter_node(state: LogState, table: pa.Table) -> pa.Table:
+    """Set ``inter_node`` of NET rows whose two ranks' hosts are both known from this file (comm_id, rank -> host)."""
+    if not state.rank_host or table.num_rows == 0:
+        return table
+    todo = pc.and_(pc.and_(pc.is_null(table["inter_node"]), pc.equal(table["transport"], "NET")), pc.is_valid(table["comm_id"]))
+    if not pc.any(todo).as_py():
+        return table
+    hosts = pl.DataFrame([(c, r, h) for (c, r), h in state.rank_host.items()], orient="row",
+                         schema={"comm_id": pl.String, "rank": pl.Int32, "_h": pl.String})
+    df = pl.DataFrame(table)
+    df = (df.join(hosts.rename({"rank": "src_rank", "_h": "_sh"}), on=["comm_id", "src_rank"], how="left", maintain_order="left")
+          .join(hosts.rename({"rank": "dst_rank", "_h": "_dh"}), on=["comm_id", "dst_rank"], how="left", maintain_order="left")
+          .with_columns(inter_node=pl.when(pl.col("inter_node").is_null() & (pl.col("transport") == "NET"))
+                        .then(pl.col("_sh") != pl.col("_dh")).otherwise(pl.col("inter_node"))))
+    return df.select(table.column_names).to_arrow().cast(table.schema)
 
 
 # -- rings, trees, channels ------------------------------------------------------------------

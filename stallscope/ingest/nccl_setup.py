@@ -68,8 +68,10 @@ def comm_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Nu
         return False
     if ev == "Init START":
         state.thread_comm[(host, pid, tid)] = (d["comm_id"], d["comm_ptr"])
+        state.comm_events.append(((host, pid, tid), ln, d["comm_id"], d["comm_ptr"]))
     elif ev == "Init COMPLETE":
         state.thread_comm.pop((host, pid, tid), None)
+        state.comm_events.append(((host, pid, tid), ln, None, None))
     if d["comm_id"] is not None and host is not None and rank is not None:
         state.rank_host[(d["comm_id"], rank)] = host
     state.deferred["nccl_comms"].append(d)

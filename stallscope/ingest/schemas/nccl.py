@@ -31,8 +31,8 @@ PREFIX_RE = re.compile(
     r"(?:(?P<src>[^\s:\[\]]+):(?P<sline>\d+)(?: \((?P<func>[^)]*)\))? )?"
     r"NCCL (?P<level>INFO|WARN|TRACE|CALL)(?: |$)"
 )
-#: fast path for the common case (full prefix, INFO)
-FAST_PREFIX_RE = re.compile(r"([^\s:\[\]()<>]+):(\d+):(\d+) \[(-?\d+)\] NCCL INFO ")
+#: where the level word starts; PREFIX_RE is then run on the short text before it (cheap)
+LEVEL_RE = re.compile(r"NCCL (?:INFO|WARN|TRACE|CALL)(?: |$)")
 
 #: launcher wrappers at the start of a line whose NCCL prefix was stripped (bare messages)
 WRAPPER_RE = re.compile(
