@@ -132,7 +132,8 @@ def bootstrap_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, de
 def _interfaces(state: LogState, text: str, kind: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> None:
     for m in F.IF_RE.finditer(text):
         d = state.ctx(host, pid, tid, dev, ln)
-        d.update(kind=kind, net="Socket", dev_index=opt_int(m.group("i")), dev_name=m.group("name"), address=m.group("addr"))
+        d.update(kind=kind, net="Socket", dev_index=opt_int(m.group("i")), dev_name=m.group("name"), address=m.group("addr"),
+                 port=int(m.group("port")))
         state.deferred["nccl_net"].append(d)
 
 
@@ -294,6 +295,8 @@ def version_line(state: LogState, m: re.Match[str], host: Host, pid: Num, tid: N
     if host is not None or pid is not None:
         state.proc_versions.setdefault((host, pid), v)
     _fact(state, "nccl_version", v[0], msg, host, pid, tid, dev, ln)
+    if v[1] is not None:
+        _fact(state, "cuda_version", v[1], msg, host, pid, tid, dev, ln)
 
 
 # -- end of file -----------------------------------------------------------------------------

@@ -11,7 +11,8 @@ prefixes are common):
   timeout) detected by watchdog at work: S, ...`` or ``failure detected by watchdog at work
   sequence id: S PG status: last enqueued work: E, last completed work: C``.
 
-Teardown notices and the FlightRecorder notice are kept as their own records. At the end of the
+Teardown notices, the FlightRecorder notice and the C++ exception site (``Exception raised from
+checkTimeout at .../ProcessGroupNCCL.cpp:565``) are kept as their own records. At the end of the
 file each timeout row takes the PG and last enqueued/completed fields of the status line of the
 same process, rank and work sequence number.
 """
@@ -43,6 +44,7 @@ _STATUS_RES = (
                                   r" last enqueued work: (?P<enq>-?\d+), last completed work: (?P<comp>-?\d+)")),
 )
 _TEARDOWN = ("Some NCCL operations have failed or timed out", "To avoid data inconsistency")
+_RAISED_RE = re.compile(r"Exception raised from (?P<fn>\S+) at (?P<loc>\S*ProcessGroupNCCL\.cpp:\d+)")
 
 
 def _int(s: str | None) -> int | None:
@@ -71,7 +73,13 @@ def parse_line(state: LogState, text: str, ln: int) -> bool:
     elif "FlightRecorder" in text:
         record, fmt = "flight_recorder", None
     else:
-        return False
+        raised = _RAISED_RE.search(text)
+        if raised is None:
+            return False
+        state.deferred["watchdog_timeouts"].append({
+            "record": "exception_site", "src": raised.group("loc"), "message": raised.group(0), "file": state.label,
+            "line_no": ln})
+        return True
     pg, tag, glog, grank = _PG_TAG_RE.search(text), _RANK_TAG_RE.search(text), _GLOG_RE.search(text), _GLOG_RANK_RE.search(text)
     ray = RAY_WRAPPER_RE.search(text)
     rank = pg.group("rank") if pg else tag.group("rank") if tag else grank.group("r") if grank else None

@@ -74,7 +74,7 @@ NCCL_NET = TableSpec(
         C("plugin", STR, "external net plugin: its name for `plugin`/`collnet_plugin` rows; for device rows the selected network of the process when it is not IB/Socket (the plugin that printed the devices)"),
         C("dev_index", I32, "device index `[i]` (the `NET/<net>/<i>` of connection lines)"),
         C("dev_name", STR, "HCA or interface name (mlx5_0, eth0, ...)"),
-        C("port", I32, "HCA port number"),
+        C("port", I32, "HCA port number; for an interface, the number in `<n>` after its address"),
         C("link", STR, "link layer of an HCA port: IB | RoCE"),
         C("features", STR, "text after the link layer (e.g. `SHARP` for `/IB/SHARP`, rail/plane numbers as `:n`)"),
         C("address", STR, "IP address of an interface as printed (`10.0.0.1`, `fe80::...%ib0`)"),
@@ -306,7 +306,7 @@ WATCHDOG_TIMEOUTS = TableSpec(
         C("pg_id", STR, "process group id (`PG 5`, `PG ID 2`); null when the format has none"),
         C("pg_guid", STR, "process group GUID (`PG GUID 9`)"),
         C("pg_desc", STR, "process group description in parentheses (`default_pg`)"),
-        C("record", STR, "timeout | status | teardown | flight_recorder"),
+        C("record", STR, "timeout | status | teardown | flight_recorder | exception_site (`Exception raised from <fn> at <file:line>`)"),
         C("format", STR, "tensor_shape | seqnum | seqnum_numel (timeout); timeout_at_work | exception_at_work | failure_at_seq (status)"),
         C("seq", I64, "SeqNum of the work (status records: the work the watchdog stopped at)"),
         C("op_type", STR, "OpType as printed (ALLREDUCE, ALLGATHER, ALLTOALL, COALESCED, ...)"),
@@ -318,7 +318,7 @@ WATCHDOG_TIMEOUTS = TableSpec(
         C("last_enqueued", I64, "last enqueued work sequence number of the PG"),
         C("last_completed", I64, "last completed work sequence number of the PG (-1: none completed)"),
         C("log_time", STR, "glog timestamp as printed (`E318 07:39:53.792630246`: level, month-day, time); null when absent"),
-        C("src", STR, "ProcessGroupNCCL source location (`ProcessGroupNCCL.cpp:616`)"),
+        C("src", STR, "ProcessGroupNCCL source location of the glog line (`ProcessGroupNCCL.cpp:616`); for exception_site, where the exception was raised"),
         C("message", STR, "the record's text (from the `[PG ..]`/`[Rank ..]` tag on)"),
         *_provenance(),
     ),
@@ -326,7 +326,8 @@ WATCHDOG_TIMEOUTS = TableSpec(
 
 NCCL_FACTS = TableSpec(
     "nccl_facts",
-    "Scalar facts printed once per process or run, as key/value rows: nccl_version, cuda_driver_version,"
+    "Scalar facts printed once per process or run, as key/value rows: nccl_version, cuda_version (the +cudaA.B"
+    " NCCL was built with), cuda_driver_version,"
     " threads_per_block, thread_thresholds, p2p_chunksize, nvls_multicast_support, p2p_plugin, plugin_path,"
     " comm_config.<field>, nvls_comm, sharp_rank, mnnvl, ras_socket, nccltests.avg_busbw_gbs,"
     " nccltests.out_of_bounds; plus one file-level `version_range` row (no line of its own: line_no null) giving"
