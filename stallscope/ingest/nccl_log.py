@@ -40,19 +40,21 @@ from stallscope.ingest.writer import PartWriter
 MAX_LINE_BYTES = 1 << 20
 
 
-def parse_nccl_log(path: str | Path, *, label: str | None = None, out: PartWriter | None = None) -> dict[str, Any]:
+def parse_nccl_log(path: str | Path, *, label: str | None = None, out: PartWriter | None = None,
+                   block_size: int | None = None) -> dict[str, Any]:
     """Parse one NCCL / watchdog log into the ``nccl_*`` tables of ``out``.
 
     Returns ``{"warnings": [...], "lines": n, "partial": bool, "tables": {name: rows written}}``.
     With ``out=None`` the tables themselves come back under ``"arrow"`` (tests, benchmark).
-    Raises :class:`IngestError` only when the file cannot be read at all.
+    ``block_size`` overrides the read block (bytes; tests use small blocks to cut lines across
+    blocks). Raises :class:`IngestError` only when the file cannot be read at all.
     """
     path = Path(path)
     label = label or path.name
     collected: dict[str, list[pa.Table]] = {}
     sink = out if out is not None else _Collector(collected)
     state = LogState(label=label, sink=sink, on_flush=_before_flush)
-    stream = ByteStream(path)
+    stream = ByteStream(path, block=block_size) if block_size else ByteStream(path)
     try:
         _parse_stream(state, stream)
     except OSError as exc:
