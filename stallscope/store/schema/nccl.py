@@ -348,11 +348,11 @@ NCCL_TESTS_RANKS = TableSpec(
     (
         C("rank", I32, "global rank"),
         C("group", I32, "thread group (`Group`, absent in old nccl-tests)"),
-        C("pid", I64, "process id"),
-        C("host", STR, "host name"),
+        C("pid", I64, "process id of the nccl-tests process driving the GPU"),
+        C("host", STR, "host name as nccl-tests prints it"),
         C("device", I32, "CUDA device index"),
         C("bus", STR, "PCI bus of the GPU as printed (`0x1b`)"),
-        C("gpu_name", STR, "GPU model"),
+        C("gpu_name", STR, "GPU model name as printed"),
         *_provenance(),
     ),
 )
@@ -363,7 +363,7 @@ NCCL_TESTS_RESULTS = TableSpec(
     " out-of-place then in-place measurements for one message size.",
     (
         C("size_bytes", I64, "message size", "bytes"),
-        C("count", I64, "elements"),
+        C("count", I64, "elements per rank"),
         C("type", STR, "data type (float, half, ...)"),
         C("redop", STR, "reduction (sum, ...; `none` for non-reductions)"),
         C("root", I32, "root rank (-1 when not applicable)"),
