@@ -90,10 +90,11 @@ def prepare(arr: pa.LargeStringArray) -> Block:
     lines = pl.Series("l", arr)
     nccl_mask = lines.str.contains("NCCL", literal=True)
     nccl = np.flatnonzero(nccl_mask.to_numpy())
-    df = pl.DataFrame({"l": lines}).with_row_index("i").filter(nccl_mask & lines.str.contains(_INFO, literal=True))
+    df = pl.DataFrame({"l": lines, "pos": lines.str.find(_INFO, literal=True)}).with_row_index("i")
+    df = df.filter(pl.col("pos").is_not_null())
     if df.height == 0:
         return Block(nccl, np.empty(0, dtype=np.int64), None, None)
-    pos = pl.col("l").str.find(_INFO, literal=True)
+    pos = pl.col("pos")
     # host:pid:tid [dev are the last words before "] NCCL INFO": a short regex on a short tail
     df = df.with_columns(p=pl.col("l").str.slice(0, pos).str.tail(200).str.extract_groups(_PREFIX_TAIL),
                          msg=pl.col("l").str.slice(pos + len(_INFO)).str.strip_chars_end("\r\n")).unnest("p")
@@ -208,11 +209,13 @@ def finish(state: LogState, block: Block, base: int, snapshot: dict[Key, tuple[s
         _finish_connections(state, block.conn, base, snapshot)
     if block.coll is not None:
         df = block.coll.with_columns(line_no=pl.col("i").cast(pl.Int64) + base + 1)
-        df = (df.join(_DT, on="datatype", how="left", maintain_order="left")
-              .join(_RO, on="redop", how="left", maintain_order="left")
-              .with_columns(bytes=pl.col("count") * pl.col("_size"),
-                            peer=pl.when(pl.col("op").is_in(["Send", "Recv"])).then("root"), file=pl.lit(state.label)))
-        state.add_arrow("nccl_colls", df.select(NCCL_COLLS.schema.names).to_arrow().cast(NCCL_COLLS.schema))
+        dt = pl.col("datatype")
+        df = df.with_columns(
+            datatype_name=dt.replace_strict(_DT_NAME, default=None, return_dtype=pl.String),
+            bytes=pl.col("count") * dt.replace_strict(_DT_SIZE, default=None, return_dtype=pl.Int64),
+            redop_name=pl.col("redop").replace_strict(F.REDOPS, default=None, return_dtype=pl.String),
+            peer=pl.when(pl.col("op").is_in(["Send", "Recv"])).then("root"), file=pl.lit(state.label))
+        state.add_arrow("nccl_colls", df.select(NCCL_COLLS.schema.names).to_arrow())
 
 
 def _finish_connections(state: LogState, df: pl.DataFrame, base: int, snapshot: dict[Key, tuple[str | None, str | None]]) -> None:
@@ -236,11 +239,8 @@ def _finish_connections(state: LogState, df: pl.DataFrame, base: int, snapshot: 
         file=pl.lit(state.label), transport_detail=pl.col("via"))
     for cid, r, h in df.filter(pl.col("comm_id").is_not_null()).select("comm_id", "printer_rank", "host").unique().iter_rows():
         state.rank_host[(cid, r)] = h
-    state.add_arrow("nccl_connections", df.select(NCCL_CONNECTIONS.schema.names).to_arrow().cast(NCCL_CONNECTIONS.schema))
+    state.add_arrow("nccl_connections", df.select(NCCL_CONNECTIONS.schema.names).to_arrow())
 
 
-_DT = pl.DataFrame({"datatype": list(F.DATATYPES), "datatype_name": [v[0] for v in F.DATATYPES.values()],
-                    "_size": [v[1] for v in F.DATATYPES.values()]},
-                   schema={"datatype": pl.Int32, "datatype_name": pl.String, "_size": pl.Int64})
-_RO = pl.DataFrame({"redop": list(F.REDOPS), "redop_name": list(F.REDOPS.values())},
-                   schema={"redop": pl.Int32, "redop_name": pl.String})
+_DT_NAME = {k: v[0] for k, v in F.DATATYPES.items()}
+_DT_SIZE = {k: v[1] for k, v in F.DATATYPES.items()}

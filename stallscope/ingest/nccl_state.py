@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import polars as pl
 import pyarrow as pa
 
+from stallscope.ingest.writer import conform
 from stallscope.store.schema.nccl import NCCL_TABLES
 
 #: rows buffered per table before a batch is written
@@ -162,7 +163,7 @@ class LogState:
             self._maybe_flush(table, self._pending(table))
 
     def add_arrow(self, table: str, data: pa.Table) -> None:
-        """A batch from the bulk path (already in the table's schema)."""
+        """A batch from the bulk path: the table's columns in order (types are made exact when written)."""
         if data.num_rows:
             self.chunks.setdefault(table, []).append(data)
             self._maybe_flush(table, self._pending(table))
@@ -178,7 +179,7 @@ class LogState:
             buf.rows.clear()
         if not parts:
             return
-        data = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        data = pa.concat_tables([conform(table, p) for p in parts]) if len(parts) > 1 else conform(table, parts[0])
         if self.on_flush is not None:
             data = self.on_flush(self, table, data)
         self.sink.append(table, data)
