@@ -44,7 +44,7 @@ def parse_nccl_log(path: str | Path, *, label: str | None = None, out: PartWrite
                    block_size: int | None = None) -> dict[str, Any]:
     """Parse one NCCL / watchdog log into the ``nccl_*`` tables of ``out``.
 
-    Returns ``{"warnings": [...], "lines": n, "partial": bool, "tables": {name: rows written}}``.
+    Returns ``{"warnings": [...], "lines": n, "partial": bool, "fingerprints": [...], "tables": {name: rows}}``.
     With ``out=None`` the tables themselves come back under ``"arrow"`` (tests, benchmark).
     ``block_size`` overrides the read block (bytes; tests use small blocks to cut lines across
     blocks). Raises :class:`IngestError` only when the file cannot be read at all.
@@ -67,7 +67,8 @@ def parse_nccl_log(path: str | Path, *, label: str | None = None, out: PartWrite
     finish(state)
     for name in state.buffers:
         state.flush(name)
-    info: dict[str, Any] = {"warnings": state.warnings, "lines": state.lines, "partial": partial}
+    info: dict[str, Any] = {"warnings": state.warnings, "lines": state.lines, "partial": partial,
+                            "fingerprints": sorted(state.fingerprints)}
     if out is None:
         info["arrow"] = {spec: pa.concat_tables(ts) if ts else state.buffers[spec].to_arrow()
                          for spec, ts in ((n, collected.get(n, [])) for n in state.buffers)}

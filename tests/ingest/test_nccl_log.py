@@ -218,6 +218,24 @@ def test_version_exact_per_process_and_inferred(tmp_path: Path) -> None:
     assert [(f["key"], f["value"]) for f in facts] == [("version_range", "2.7.3-2.13.x")]
 
 
+def test_every_recorded_fingerprint_is_defined(tmp_path: Path) -> None:
+    """A fingerprint name the parser records but the table lacks would be silently ignored."""
+    import re
+
+    names: set[str] = set()
+    for f in ("nccl_messages.py", "nccl_setup.py", "nccl_topology.py", "nccl_errors.py", "nccl_bulk.py"):
+        text = (Path(nccl_messages.__file__).parent / f).read_text()
+        for call in re.findall(r"(?:fp|fingerprints)\.add\((.*?)\)\n", text, re.S):
+            call = re.sub(r'group\("\w+"\)|== "\w+"|"\w+" in ', "", call)  # literals in the conditions
+            names |= set(re.findall(r'(?<![f\w])"(\w+)"', call))
+    names |= {f"{k}_channel_{v}" for k in ("net", "p2p") for v in ("noci", "ci_busid", "ci_dev")}  # built with f-strings
+    assert len(names) > 40 and names <= set(FINGERPRINTS), names - set(FINGERPRINTS)
+    seen: set[str] = set()
+    for f in sorted(LOGS.glob("*.log")):
+        seen |= set(parse_nccl_log(f)["fingerprints"])
+    assert seen <= set(FINGERPRINTS) and len(seen) > 30
+
+
 def test_version_range_arithmetic() -> None:
     assert version_range(set()) is None
     assert version_range({"p2p_channel_ci_dev", "connected_rings_plain"}) == "2.18.3-2.23.x"

@@ -259,7 +259,7 @@ FINGERPRINTS: dict[str, Fingerprint] = {k: Fingerprint(_v(lo), _v(hi) if hi else
     "internal_network_plugin": ("2.21.5", "2.25.1", "`Using internal network plugin`"),
     "init_start_nofunc": ("2.18.3", "2.20.5", "`comm .. commId .. - Init START` without the API name"),
     "init_start_func": ("2.21.5", "2.28.9", "`ncclCommInitRank comm .. - Init START` (API name, no [Rank])"),
-    "init_start_func_other": ("2.23.4", None, "`- Init START` naming an API other than ncclCommInitRank/ncclCommSplit"),
+    "init_func_other": ("2.23.4", None, "Init START/COMPLETE naming an API other than ncclCommInitRank/ncclCommSplit"),
     "init_start_rank_tag": ("2.29.2", None, "`[Rank N] <api> comm .. - Init START`"),
     "init_complete_nvml_nobusid": ("2.4.2", "2.4.8", "`cudaDev d nvmlDev n - Init COMPLETE`"),
     "init_complete_busid": ("2.5.6", "2.15.5", "`cudaDev d busId b - Init COMPLETE` (no commId)"),
@@ -292,7 +292,6 @@ FINGERPRINTS: dict[str, Fingerprint] = {k: Fingerprint(_v(lo), _v(hi) if hi else
     "nvls_multicast": ("2.17.1", None, "`NVLS multicast support is [not ]available on dev N`"),
     "affinity": ("2.4.2", "2.27.7", "`Setting affinity for GPU g to mask`"),
     "warn_func": ("2.30.7", None, "`file:line (func) NCCL WARN`"),
-    "env_generic": ("2.7.3", None, "`NCCL_X set by environment to V` without trailing period for strings"),
     "comm_config": ("2.17.1", None, "`Comm config <field> set to ..`"),
     "nvls_tree": ("2.18.1", None, "`Connected NVLS tree`"),
 }.items()}
