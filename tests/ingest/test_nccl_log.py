@@ -396,3 +396,15 @@ def test_all_real_logs_agree_between_paths_and_over_small_blocks(tmp_path: Path)
             if "line_no" in a.columns:
                 a, b = a.sort("line_no", maintain_order=True), b.sort("line_no", maintain_order=True)
             assert_frame_equal(a, b)
+
+
+def test_docs_cover_tables_views_and_fingerprints() -> None:
+    from stallscope.store.sqldoc import parse_sql_file
+
+    root = Path(nccl_messages.__file__).resolve().parents[2]
+    doc = (root / "docs" / "nccl.md").read_text()
+    views = [v.name for v in parse_sql_file(root / "stallscope" / "store" / "sql" / "20_nccl.sql") if not v.helper]
+    for name in [s.name for s in NCCL_TABLES] + views + [f"`{k}`" for k in FINGERPRINTS]:
+        assert name in doc, name
+    assert "## NCCL log parsing" in (root / "docs" / "benchmarks.md").read_text()
+
