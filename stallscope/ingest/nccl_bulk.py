@@ -75,12 +75,12 @@ def _tok(col: str, k: int) -> pl.Expr:
     return pl.col(col).list.get(k, null_on_oob=True)
 
 
-def _uint(e: pl.Expr, dtype: pl.DataType = pl.Int32) -> pl.Expr:
+def _uint(e: pl.Expr, dtype: pl.DataType | type[pl.DataType] = pl.Int32) -> pl.Expr:
     """Digits only (no sign) -> integer, else null. Cheaper than a validating regex."""
     return pl.when(~e.str.starts_with("+") & ~e.str.starts_with("-")).then(e.cast(dtype, strict=False))
 
 
-def _int(e: pl.Expr, dtype: pl.DataType = pl.Int32) -> pl.Expr:
+def _int(e: pl.Expr, dtype: pl.DataType | type[pl.DataType] = pl.Int32) -> pl.Expr:
     """Optionally negative digits -> integer, else null."""
     return pl.when(~e.str.starts_with("+")).then(e.cast(dtype, strict=False))
 

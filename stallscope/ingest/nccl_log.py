@@ -22,6 +22,7 @@ connection crosses hosts) are resolved at the end for the small tables kept in m
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,7 @@ def _parse_block(state: LogState, data: bytes, base: int, offset: int, bare: boo
         lines = data[:-1].split(b"\n")
         has_nul = b"\x00" in data
         for i, raw in enumerate(lines):
-            _line(state, raw, base + i + 1, lambda i=i: offset + sum(len(x) + 1 for x in lines[:i]), bare, has_nul)
+            _line(state, raw, base + i + 1, partial(_offset_in_list, lines, i, offset), bare, has_nul)
         return len(lines)
     arr, offs = la
     n = len(arr)
@@ -159,7 +160,7 @@ def _parse_block(state: LogState, data: bytes, base: int, offset: int, bare: boo
     snapshot = dict(state.thread_comm)
     for i in np.flatnonzero(rest).tolist():
         raw = data[offs[i]:offs[i + 1] - 1]
-        _line(state, raw, base + i + 1, lambda i=i: offset + int(offs[i]), False, has_nul)
+        _line(state, raw, base + i + 1, partial(_offset_in_block, offs, i, offset), False, has_nul)
     nccl_bulk.finish(state, block, base, snapshot)
     return n
 
@@ -187,7 +188,7 @@ def _line(state: LogState, raw: bytes, ln: int, where: Callable[[], int], bare: 
         if "\ufffd" in text:
             _junk(state, where)
             return
-        msg = text[WRAPPER_RE.match(text).end():]  # type: ignore[union-attr]
+        msg = _strip_wrapper(text)
         if msg and not nccl_messages.dispatch(state, msg, None, None, None, None, ln):
             watchdog.parse_line(state, text, ln)
 
@@ -252,8 +253,22 @@ def _slow_line(state: LogState, text: str, ln: int, where: Callable[[], int], ba
         nccl_setup.version_line(state, v, None, None, None, None, text[v.start():], ln)
         return
     if bare:
-        msg = text[WRAPPER_RE.match(text).end():]  # type: ignore[union-attr]
+        msg = _strip_wrapper(text)
         nccl_messages.dispatch(state, msg, None, None, None, None, ln)
+
+
+def _strip_wrapper(text: str) -> str:
+    """The text after any launcher wrapper (WRAPPER_RE can match the empty string, so it always matches)."""
+    m = WRAPPER_RE.match(text)
+    return text[m.end():] if m else text
+
+
+def _offset_in_list(lines: list[bytes], i: int, offset: int) -> int:
+    return offset + sum(len(x) + 1 for x in lines[:i])
+
+
+def _offset_in_block(offs: np.ndarray, i: int, offset: int) -> int:
+    return offset + int(offs[i])
 
 
 def _unknown(state: LogState, text: str, where: Callable[[], int]) -> None:

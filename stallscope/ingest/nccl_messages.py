@@ -94,10 +94,10 @@ def classify_via(via: str, fp: set[str]) -> tuple[str, str | None, str | None, i
         fp.add("shm_direct_shared_memory")
         return "SHM", via, None, None, None, None, None, None, None, False, None
     if via.startswith("SHM"):
-        mech = via[4:] or None
-        if mech is not None:
-            fp.add("shm_two_modes" if mech.count("/") == 1 else "shm_one_mode")
-        return "SHM", mech, None, None, None, None, None, None, None, "CE" in (mech or ""), None
+        shm_mode = via[4:] or None
+        if shm_mode is not None:
+            fp.add("shm_two_modes" if shm_mode.count("/") == 1 else "shm_one_mode")
+        return "SHM", shm_mode, None, None, None, None, None, None, None, "CE" in (shm_mode or ""), None
     return via.split("/", 1)[0], (via.split("/", 1)[1] if "/" in via else None), None, None, None, None, None, None, None, None, None
 
 

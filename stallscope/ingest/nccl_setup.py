@@ -242,7 +242,7 @@ def affinity(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num
     return True
 
 
-def _fact(state: LogState, key: str, value: str | None, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> None:
+def _fact(state: LogState, key: str, value: str | None, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int | None) -> None:
     d = state.ctx(host, pid, tid, dev, ln)
     d.update(key=key, value=value, message=msg)
     state.add_dict("nccl_facts", d)
@@ -307,7 +307,7 @@ def finish(state: LogState, vrange: str | None) -> None:
     only = next(iter(state.file_versions)) if len(state.file_versions) == 1 else None
     if vrange is not None:  # file-level fact: what the line formats alone say (no line of its own)
         _fact(state, "version_range", vrange, "inferred from line formats: " + ", ".join(sorted(state.fingerprints)),
-              None, None, None, None, None)  # type: ignore[arg-type]
+              None, None, None, None, None)
     comms = state.deferred["nccl_comms"]
     topo = {(d["host"], d["pid"], d["comm_ptr"]): d for d in comms if d["event"] == "topology"}
     for d in comms:

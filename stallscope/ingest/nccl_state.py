@@ -141,7 +141,7 @@ class LogState:
         for name in DEFERRED:
             self.deferred[name] = []
 
-    def ctx(self, host: str | None, pid: int | None, tid: int | None, dev: int | None, ln: int) -> dict[str, Any]:
+    def ctx(self, host: str | None, pid: int | None, tid: int | None, dev: int | None, ln: int | None) -> dict[str, Any]:
         """The prefix and provenance fields every row starts with."""
         return {"host": host, "pid": pid, "tid": tid, "cuda_dev": dev, "file": self.label, "line_no": ln}
 

@@ -58,9 +58,9 @@ def topology(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num
         return True
     m = F.GRAPH_CHANNEL_RE.match(msg)
     if m is not None and msg[:1] == " ":
-        seq = state.graph_seq.get(key)
+        last = state.graph_seq.get(key)
         _row(state, host, pid, tid, dev, ln, kind="graph_channel", channel=int(m.group("ch")), detail=m.group("path"),
-             graph_seq=None if seq is None else seq - 1)
+             graph_seq=None if last is None else last - 1)
         return True
     if msg.startswith("=="):
         text = msg.strip("= ")

@@ -107,7 +107,7 @@ def parse_line(state: LogState, text: str, ln: int) -> bool:
 def finish(state: LogState) -> None:
     """Complete timeout rows from the status line of the same work, then move every row to its buffer."""
     rows = state.deferred["watchdog_timeouts"]
-    status = {}
+    status: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
     for d in rows:
         if d["record"] == "status":
             status.setdefault((d["pid"], d["rank"], d["seq"]), d)
