@@ -4,6 +4,7 @@
 
 -- Helper: the host of each (communicator, rank), from Init START/COMPLETE lines and from the
 -- connection lines a rank printed itself. Ranks seen on more than one host are left out.
+-- @column job  job id
 -- @column comm_id  communicator (commId hash)
 -- @column rank     rank in that communicator
 -- @column host     the host it ran on
@@ -21,6 +22,7 @@ HAVING count(DISTINCT host) = 1;
 
 -- Helper: global rank -> host from nccl-tests' device table, per file (nccl-tests runs one
 -- world communicator, so the ranks of its connection lines are these ranks).
+-- @column job  job id
 -- @column file  the log the device table is in
 -- @column rank  global rank
 -- @column host  host name
@@ -33,6 +35,7 @@ HAVING count(DISTINCT host) = 1;
 -- Helper: one row per network device a process listed (`NET/IB : Using [i]dev:port/link`,
 -- `NET/Socket : Using [i]if:addr`), to name the `NET/<net>/<i>` of connection lines. A process is
 -- (host, pid); when the log's prefix was stripped (both null) it is the file (`scope_file`).
+-- @column job  job id
 -- @column host        host of the process
 -- @column pid         process id
 -- @column scope_file  the file, when host and pid are unknown; else null
@@ -54,6 +57,7 @@ GROUP BY ALL;
 -- the two ranks (Init lines, connection lines, nccl-tests device tables), else from the transport
 -- (NCCL uses NET/COLLNET between nodes; it does so inside a node only when P2P and SHM are both
 -- unavailable). `inter_node_basis` says which.
+-- @column job  job id
 -- @column host              host of the process that printed the line
 -- @column pid               its process id
 -- @column comm_id           communicator (null when the line cannot be attributed)
@@ -106,6 +110,7 @@ LEFT JOIN _nccl_net_devices d
 -- Which transports each pair of ranks used, per host and communicator: one row per (host,
 -- communicator, src → dst, transport), with how many channels and lines. The quickest answer to
 -- "how do ranks 3 and 4 talk?".
+-- @column job  job id
 -- @column host              host that printed the lines
 -- @column comm_id           communicator (null when not attributable)
 -- @column src_rank          sending rank
@@ -128,6 +133,7 @@ GROUP BY job, host, comm_id, src_rank, dst_rank, transport, transport_detail, ne
 -- likeliest reason found in the logs: IB disabled by environment, the network forced to Socket,
 -- libibverbs missing, or no IB/RoCE device listed. The printing process's own log is consulted
 -- first, then the rest of the job (environment echoes are often printed by some ranks only).
+-- @column job  job id
 -- @column host              host that printed the line
 -- @column pid               process id
 -- @column comm_id           communicator
@@ -179,6 +185,7 @@ FROM proc p LEFT JOIN job_env j ON j.job = p.job;
 -- many NET/COLLNET connection lines used it,
 -- and what NCCL decided for the HCA (`GPU Direct RDMA Enabled|Disabled for HCA`). `gdr_off` is
 -- true when the device carried connections without GDR, or NCCL disabled GDR for it.
+-- @column job  job id
 -- @column host                   host (null when the log's prefix was stripped: then one row per file)
 -- @column net                    network name (IB, Socket, plugin) of the connections; null when only the HCA decision is known
 -- @column dev_index              network device index
@@ -213,6 +220,7 @@ FULL OUTER JOIN hca h ON h.job = c.job AND h.host IS NOT DISTINCT FROM c.host AN
 -- disabled or unavailable), the network used between nodes (Socket where others use IB), and
 -- whether inter-node RDMA connections used GDR. A host is listed only when one value is held by
 -- strictly more hosts than any other (with two hosts that disagree, neither is the outlier).
+-- @column job  job id
 -- @column aspect                 intra_node_transport | inter_node_net | inter_node_gdr
 -- @column host                   the outlier host
 -- @column host_value             what this host shows (e.g. `SHM`, `P2P,SHM`, `Socket`, `no GDR`)
