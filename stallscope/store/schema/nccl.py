@@ -299,7 +299,7 @@ WATCHDOG_TIMEOUTS = TableSpec(
     " teardown notices. Filter `record = 'timeout'` for one row per timed-out work; its PG and last"
     " enqueued/completed fields are filled from the rank's status line for the same work.",
     (
-        C("host", STR, "host when the line carries an NCCL prefix (rare); null otherwise"),
+        C("host", STR, "always null today: watchdog lines carry no host name (place a rank through nccl_comms or ranks)"),
         C("pid", I64, "process id from a launcher wrapper (`(RayTrainWorker pid=.., ip=..)`); null otherwise"),
         C("ip", STR, "IP address from a Ray wrapper; null otherwise"),
         C("rank", I32, "rank in the `[Rank R]` / `[rankR]:` tags (global rank in the default PG)"),
