@@ -11,8 +11,9 @@ Sniffing reads the first 64 KiB (decompressed when gzip):
   ``distributedInfo`` keys) -> ``kineto``;
 * a JSON object with ``schema`` + ``nodes`` -> ``execution_trace`` (PyTorch ET; recorded, not parsed);
 * a JSON object with ``stallscope_manifest`` -> ``manifest``;
-* text with ``NCCL INFO`` / ``NCCL WARN`` lines or PyTorch ProcessGroupNCCL watchdog messages
-  anywhere in the file -> ``nccl_log``;
+* text with ``NCCL INFO`` / ``NCCL WARN`` lines, PyTorch ProcessGroupNCCL watchdog messages,
+  NCCL lines whose prefix was stripped (``NCCL version``, ``NET/IB : Using``) or nccl-tests
+  output anywhere in the file -> ``nccl_log``;
 * an empty file -> ``empty``; anything else -> ``unknown`` (listed in ``files``, not an error).
 """
 
@@ -42,6 +43,12 @@ _LOG_MARKERS = (b" NCCL INFO", b" NCCL WARN", b"NCCL INFO ", b"NCCL WARN ")
 _WATCHDOG_RE = re.compile(
     rb"Watchdog caught collective operation timeout|WorkNCCL\(SeqNum=|ProcessGroupNCCL[^\n]{0,200}(?:timed? ?out|watchdog)"
     rb"|\[PG [^\]]*\] Watchdog|NCCL watchdog thread terminated"
+    # oldest watchdog format: "RuntimeError: [Rank 0] Caught collective operation timeout: WorkNCCL(OpType=..."
+    rb"|Caught collective operation timeout: WorkNCCL\("
+    # NCCL logs whose "host:pid:tid [dev] NCCL INFO" prefix was stripped (nccl#1584) or only the version line kept
+    rb"|NCCL version \d+\.\d+\.\d+|NET/(?:IB|Socket) ?: Using \[|Using network (?:IB|Socket)\b"
+    # nccl-tests output: the result-table header and the device table
+    rb"|#\s+size\s+count\s+type\s+redop|#\s+Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s"
 )
 _TEXT_SCAN_LIMIT = 1 << 30
 

@@ -1,0 +1,302 @@
+"""NCCL debug logs (``NCCL_DEBUG=INFO``) and PyTorch watchdog logs -> the ``nccl_*`` tables.
+
+The file is read as a stream of blocks (plain or gzip, :class:`~stallscope.ingest.source.ByteStream`)
+and cut into lines here, so memory does not grow with the file. Each line is routed cheaply:
+
+* lines containing ``NCCL`` carry either the standard prefix ``host:pid:tid [dev] NCCL INFO|WARN``
+  (found anywhere in the line, after any launcher wrapper) and go to the message handlers of
+  :mod:`stallscope.ingest.nccl_messages`, or are PyTorch ProcessGroupNCCL watchdog lines
+  (:mod:`stallscope.ingest.watchdog`) or a bare ``NCCL version`` line;
+* nccl-tests output (``#`` headers, the result table) goes to :mod:`stallscope.ingest.nccl_tests`;
+* when the first block has no NCCL prefix at all (the poster stripped it), every line is tried
+  as a bare message ("bare mode");
+* everything else is program output and is ignored.
+
+A line with the prefix that no handler understands is *unknown*: unknown lines are counted and
+reported as one ``unknown_lines`` warning per file, never fatal. Binary junk (NUL bytes, invalid
+UTF-8) is skipped with one ``binary_junk`` warning. Facts that need the whole file (the exact
+version, the version range from format fingerprints, ``nNodes``, GDR per HCA, whether a NET
+connection crosses hosts) are resolved at the end for the small tables kept in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from stallscope.errors import IngestError
+from stallscope.ingest import nccl_bulk, nccl_errors, nccl_messages, nccl_setup, nccl_tests, watchdog
+from stallscope.ingest.nccl_state import LogState
+from stallscope.ingest.schemas.nccl import LEVEL_RE, PREFIX_RE, VERSION_RE, WRAPPER_RE, version_range
+from stallscope.ingest.source import ByteStream
+from stallscope.ingest.writer import PartWriter
+
+#: a "line" longer than this without a newline is junk (bounded memory on binary input)
+MAX_LINE_BYTES = 1 << 20
+
+
+def parse_nccl_log(path: str | Path, *, label: str | None = None, out: PartWriter | None = None,
+                   block_size: int | None = None) -> dict[str, Any]:
+    """Parse one NCCL / watchdog log into the ``nccl_*`` tables of ``out``.
+
+    Returns ``{"warnings": [...], "lines": n, "partial": bool, "fingerprints": [...], "tables": {name: rows}}``.
+    With ``out=None`` the tables themselves come back under ``"arrow"`` (tests, benchmark).
+    ``block_size`` overrides the read block (bytes; tests use small blocks to cut lines across
+    blocks). Raises :class:`IngestError` only when the file cannot be read at all.
+    """
+    path = Path(path)
+    label = label or path.name
+    collected: dict[str, list[pa.Table]] = {}
+    sink = out if out is not None else _Collector(collected)
+    state = LogState(label=label, sink=sink, on_flush=_before_flush)
+    stream = ByteStream(path, block=block_size) if block_size else ByteStream(path)
+    try:
+        _parse_stream(state, stream)
+    except OSError as exc:
+        raise IngestError(f"{label}: cannot be read ({exc.strerror or exc})") from None
+    partial = False
+    if stream.error is not None:
+        code, msg = stream.error
+        state.warn(code, f"{label}: {msg}; kept the lines before it", byte_offset=stream.out_bytes)
+        partial = True
+    finish(state)
+    for name in state.buffers:
+        state.flush(name)
+    info: dict[str, Any] = {"warnings": state.warnings, "lines": state.lines, "partial": partial,
+                            "fingerprints": sorted(state.fingerprints)}
+    if out is None:
+        info["arrow"] = {spec: pa.concat_tables(ts) if ts else state.buffers[spec].to_arrow()
+                         for spec, ts in ((n, collected.get(n, [])) for n in state.buffers)}
+        info["tables"] = {n: t.num_rows for n, t in info["arrow"].items()}
+    else:
+        info["tables"] = dict(out.rows)
+    return info
+
+
+class _Collector:
+    """Stands in for a PartWriter when the caller wants the Arrow tables back."""
+
+    def __init__(self, into: dict[str, list[pa.Table]]) -> None:
+        self.into = into
+
+    def append(self, name: str, data: pa.Table) -> None:
+        self.into.setdefault(name, []).append(data)
+
+
+def _before_flush(state: LogState, table: str, data: pa.Table) -> pa.Table:
+    if table == "nccl_connections":
+        return nccl_messages.resolve_inter_node(state, data)
+    return data
+
+
+def _parse_stream(state: LogState, stream: ByteStream) -> None:
+    """Cut the decompressed blocks at line boundaries (a line may span blocks) and parse each piece."""
+    pending = b""
+    offset = 0  # decompressed offset of the first byte of `pending`
+    line_no = 0
+    bare: bool | None = None
+    for block in stream:
+        data = pending + block if pending else block
+        if bare is None:  # no NCCL prefix anywhere in the first block: the poster stripped it
+            bare = b"NCCL INFO" not in data and b"NCCL WARN" not in data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            pending = data
+        else:
+            line_no += _parse_block(state, data[:cut + 1], line_no, offset, bare)
+            offset += cut + 1
+            pending = data[cut + 1:]
+        if len(pending) > MAX_LINE_BYTES:
+            state.long_lines += 1
+            if state.junk_offset is None:
+                state.junk_offset = offset
+            offset += len(pending)
+            line_no += 1
+            pending = b""
+    if pending:
+        if bare is None:
+            bare = b"NCCL INFO" not in pending and b"NCCL WARN" not in pending
+        line_no += _parse_block(state, pending + b"\n", line_no, offset, bare)
+    state.lines = line_no
+
+
+def _parse_block(state: LogState, data: bytes, base: int, offset: int, bare: bool) -> int:
+    """Parse whole lines (``data`` ends with a newline); returns how many. ``base``: lines before the block."""
+    state.comm_events.clear()
+    la = None if bare else nccl_bulk.lines_array(data)
+    if la is None:  # bare mode or invalid UTF-8: every line through the per-line path
+        lines = data[:-1].split(b"\n")
+        has_nul = b"\x00" in data
+        for i, raw in enumerate(lines):
+            _line(state, raw, base + i + 1, partial(_offset_in_list, lines, i, offset), bare, has_nul)
+        return len(lines)
+    arr, offs = la
+    n = len(arr)
+    block = nccl_bulk.prepare(arr)
+    nccl = np.zeros(n, dtype=bool)
+    nccl[block.nccl] = True
+    rest = nccl.copy()
+    rest[block.taken] = False
+    # program output: only '#' lines (nccl-tests) matter, and every line while a result table is open
+    starts_hash = pc.starts_with(arr, "#").to_numpy(zero_copy_only=False) & ~nccl
+    if state.tests_table or (starts_hash.any() and pc.any(pc.match_substring_regex(arr, r"^#\s+size\s+count\s+type")).as_py()):
+        rest |= ~nccl
+    else:
+        rest |= starts_hash
+    has_nul = b"\x00" in data
+    if has_nul:
+        nul = pc.match_substring(arr, "\x00").to_numpy(zero_copy_only=False) & ~nccl
+        if nul.any():
+            state.junk += int(nul.sum())
+            rest &= ~nul
+            if state.junk_offset is None:
+                state.junk_offset = offset + int(offs[np.flatnonzero(nul)[0]])
+    snapshot = dict(state.thread_comm)
+    for i in np.flatnonzero(rest).tolist():
+        raw = data[offs[i]:offs[i + 1] - 1]
+        _line(state, raw, base + i + 1, partial(_offset_in_block, offs, i, offset), False, has_nul)
+    nccl_bulk.finish(state, block, base, snapshot)
+    return n
+
+
+def _line(state: LogState, raw: bytes, ln: int, where: Callable[[], int], bare: bool, has_nul: bool) -> None:
+    """One line through the per-line handlers (see module doc); ``where()`` gives its byte offset."""
+    if b"NCCL" in raw:
+        text = raw.decode("utf-8", "replace")
+        if has_nul and "\x00" in text:
+            text = text.replace("\x00", "")
+        if text[-1:] == "\r":
+            text = text[:-1]
+        p = _fast_prefix(text)
+        if p is not None:
+            if not nccl_messages.dispatch(state, p[4], p[0], p[1], p[2], p[3], ln):
+                _unknown(state, text, where)
+        else:
+            _slow_line(state, text, ln, where, bare)
+    elif has_nul and b"\x00" in raw:
+        _junk(state, where)
+    elif raw[:1] == b"#" or state.tests_table:
+        nccl_tests.parse_line(state, raw.decode("utf-8", "replace").rstrip("\r"), ln)
+    elif bare and raw.strip():
+        text = raw.decode("utf-8", "replace").rstrip("\r")
+        if "\ufffd" in text:
+            _junk(state, where)
+            return
+        msg = _strip_wrapper(text)
+        if msg and not nccl_messages.dispatch(state, msg, None, None, None, None, ln):
+            watchdog.parse_line(state, text, ln)
+
+
+_INFO = "] NCCL INFO "
+_HOST_STOP = ":<>()[]"
+
+
+def _fast_prefix(text: str) -> tuple[str, int, int, int, str] | None:
+    """``... host:pid:tid [dev] NCCL INFO msg`` -> (host, pid, tid, dev, msg) by slicing; None for any other shape.
+
+    String slicing instead of a regex search: a pattern that must find the host anywhere in the
+    line is retried at every position, which costs more than the rest of the line's parse.
+    """
+    i = text.find(_INFO)
+    if i < 0:
+        return None
+    j = text.rfind(" [", 0, i)
+    if j < 0:
+        return None
+    dev = text[j + 2:i]
+    k = text.rfind(" ", 0, j) + 1
+    parts = text[k:j].rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit() or not dev.lstrip("-").isdigit():
+        return None
+    host = parts[0]
+    for c in _HOST_STOP:  # a wrapper glued to the host: "[1,0]<stdout>:host"
+        if c in host:
+            host = host[host.rfind(c) + 1:]
+    if not host:
+        return None
+    return host, int(parts[1]), int(parts[2]), int(dev), text[i + len(_INFO):]
+
+
+def _slow_line(state: LogState, text: str, ln: int, where: Callable[[], int], bare: bool) -> None:
+    """A line with ``NCCL`` but not the common ``host:pid:tid [dev] NCCL INFO`` shape."""
+    lv = LEVEL_RE.search(text)
+    # the prefix is at most ~200 characters before the level word; search only there
+    m = PREFIX_RE.search(text, max(0, lv.start() - 200)) if lv is not None else None
+    if m is not None:
+        level = m.group("level")
+        if level in ("TRACE", "CALL"):
+            return
+        g = m.group
+        host = g("host")
+        pid = int(g("pid")) if g("pid") else None
+        tid = int(g("tid")) if g("tid") else None
+        dev = int(g("dev")) if g("dev") else None
+        msg = text[m.end():]
+        if level == "WARN":
+            nccl_errors.warn_line(state, msg, host, pid, tid, dev, g("src"), g("sline"), g("func"), ln)
+            return
+        if g("src") is not None:  # INFO has no file:line; what looked like one belongs to the message
+            msg = f"{g('src')}:{g('sline')} {msg}"
+        if not nccl_messages.dispatch(state, msg, host, pid, tid, dev, ln):
+            _unknown(state, text, where)
+        return
+    if watchdog.parse_line(state, text, ln):
+        return
+    v = VERSION_RE.search(text)
+    if v is not None:
+        nccl_setup.version_line(state, v, None, None, None, None, text[v.start():], ln)
+        return
+    if bare:
+        msg = _strip_wrapper(text)
+        nccl_messages.dispatch(state, msg, None, None, None, None, ln)
+
+
+def _strip_wrapper(text: str) -> str:
+    """The text after any launcher wrapper (WRAPPER_RE can match the empty string, so it always matches)."""
+    m = WRAPPER_RE.match(text)
+    return text[m.end():] if m else text
+
+
+def _offset_in_list(lines: list[bytes], i: int, offset: int) -> int:
+    return offset + sum(len(x) + 1 for x in lines[:i])
+
+
+def _offset_in_block(offs: np.ndarray, i: int, offset: int) -> int:
+    return offset + int(offs[i])
+
+
+def _unknown(state: LogState, text: str, where: Callable[[], int]) -> None:
+    state.unknown += 1
+    if state.unknown_example is None:
+        state.unknown_example = text.strip()[:160]
+        state.unknown_offset = where()
+
+
+def _junk(state: LogState, where: Callable[[], int]) -> None:
+    state.junk += 1
+    if state.junk_offset is None:
+        state.junk_offset = where()
+
+
+def finish(state: LogState) -> None:
+    """End-of-file resolution (versions, nNodes, GDR per HCA, inter-node flags) and the file's warnings."""
+    nccl_setup.finish(state, version_range(state.fingerprints))
+    watchdog.finish(state)
+    label = state.label
+    if state.unknown:
+        state.warn("unknown_lines", f"{label}: {state.unknown} NCCL line(s) in no known format, e.g. {state.unknown_example!r}",
+                   byte_offset=state.unknown_offset, count=state.unknown)
+    if state.junk or state.long_lines:
+        what = []
+        if state.junk:
+            what.append(f"{state.junk} line(s) of binary data")
+        if state.long_lines:
+            what.append(f"{state.long_lines} run(s) of over {MAX_LINE_BYTES >> 20} MiB without a newline")
+        state.warn("binary_junk", f"{label}: skipped {' and '.join(what)}", byte_offset=state.junk_offset,
+                   count=state.junk + state.long_lines)

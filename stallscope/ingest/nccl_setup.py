@@ -1,0 +1,332 @@
+"""NCCL INFO messages about setup -> ``nccl_comms``, ``nccl_net``, ``nccl_env``, ``nccl_affinity``,
+``nccl_init_timings``, ``nccl_facts``; and the end-of-file resolution of those tables.
+
+Communicator and network rows are kept as dicts until :func:`finish`, which fills what only the
+whole file tells: the exact version (per process, or the file's only version), the version range
+from format fingerprints, ``nNodes``/``localRanks`` printed after Init START, the selected
+network's plugin name and GDR per HCA on device rows.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from stallscope.ingest.nccl_state import opt_int
+from stallscope.ingest.schemas import nccl as F
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stallscope.ingest.nccl_state import LogState
+
+Host = str | None
+Num = int | None
+
+# -- communicators ---------------------------------------------------------------------------
+
+_CORE_APIS = ("ncclCommInitRank", "ncclCommSplit")
+_EVENTS = {"Init START": "init_start", "Init COMPLETE": "init_complete", "Destroy COMPLETE": "destroy_complete",
+           "Abort COMPLETE": "abort_complete"}
+
+
+def comm_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    """``[[Rank r] ][api ]comm 0x.. rank r nranks n cudaDev d [nvmlDev m] [busId b] [commId c] - Init START`` and kin."""
+    m = F.COMM_EVENT_RE.match(msg)
+    fp = state.fingerprints
+    if m is None:
+        t = F.COMM_TOPO_RE.match(msg)
+        if t is None:
+            return False
+        fp.add("comm_nnodes")
+        d = state.ctx(host, pid, tid, dev, ln)
+        d.update(event="topology", comm_ptr=t.group("ptr"), rank=int(t.group("rank")), nranks=int(t.group("n")),
+                 nnodes=int(t.group("nn")), local_ranks=int(t.group("lr")), local_rank=int(t.group("l")))
+        state.deferred["nccl_comms"].append(d)
+        return True
+    toks = m.group("pairs").split()
+    kv = dict(zip(toks[0::2], toks[1::2]))
+    ev, func = m.group("ev"), m.group("func")
+    if func is not None and func not in _CORE_APIS:
+        fp.add("init_func_other")
+    if ev == "Init START":
+        fp.add("init_start_rank_tag" if m.group("rk") is not None else "init_start_func" if func else "init_start_nofunc")
+    elif ev == "Init COMPLETE":
+        if func is not None:
+            fp.add("init_complete_func")
+        elif "commId" in kv:
+            fp.add("init_complete_nofunc" if "nvmlDev" in kv else "init_complete_commid_nonvml")
+        elif "busId" in kv:
+            fp.add("init_complete_busid")
+        elif "nvmlDev" in kv:
+            fp.add("init_complete_nvml_nobusid")
+    try:
+        rank, cdev = opt_int(kv.get("rank")), opt_int(kv.get("cudaDev"))
+        d = state.ctx(host, pid, tid, cdev if cdev is not None else dev, ln)
+        d.update(event=_EVENTS[ev], init_func=func, comm_ptr=m.group("ptr"), comm_id=kv.get("commId"), rank=rank,
+                 nranks=opt_int(kv.get("nranks")), nvml_dev=opt_int(kv.get("nvmlDev")), bus_id=kv.get("busId"),
+                 parent_ptr=kv.get("parent"), split_color=opt_int(kv.get("color")), split_key=opt_int(kv.get("key")))
+    except ValueError:
+        return False
+    if ev == "Init START":
+        state.thread_comm[(host, pid, tid)] = (d["comm_id"], d["comm_ptr"])
+        state.comm_events.append(((host, pid, tid), ln, d["comm_id"], d["comm_ptr"]))
+    elif ev == "Init COMPLETE":
+        state.thread_comm.pop((host, pid, tid), None)
+        state.comm_events.append(((host, pid, tid), ln, None, None))
+    if d["comm_id"] is not None and host is not None and rank is not None:
+        state.rank_host[(d["comm_id"], rank)] = host
+    state.deferred["nccl_comms"].append(d)
+    return True
+
+
+def split_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    """``bootstrapSplit: [comm 0x.. parent 0x.. ]rank r nranks n color c key k prev p next q - DONE``."""
+    m = F.SPLIT_RE.match(msg)
+    if m is None:
+        return False
+    if m.group("ptr") is not None:
+        state.fingerprints.add("bootstrap_split_comm")
+    d = state.ctx(host, pid, tid, dev, ln)
+    d.update(event="split", comm_ptr=m.group("ptr"), parent_ptr=m.group("parent"), rank=int(m.group("rank")),
+             nranks=int(m.group("n")), split_color=int(m.group("color")), split_key=int(m.group("key")))
+    state.deferred["nccl_comms"].append(d)
+    return True
+
+
+def _phases(text: str) -> dict[str, float]:
+    return {k: float(v) for k, v in F.PHASE_RE.findall(text)}
+
+
+def init_timings(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    m = F.INIT_TIMINGS_RE.match(msg)
+    if m is None:
+        return False
+    state.fingerprints.add("init_timings_func" if m.group("func") else "init_timings_v22")
+    d = state.ctx(host, pid, tid, dev, ln)
+    ph = _phases(m.group("ph"))
+    d.update(kind="init", comm_id=state.comm_of(host, pid, tid)[0], init_func=m.group("func"), rank=int(m.group("rank")),
+             nranks=int(m.group("n")), total_s=float(m.group("total")), phases=m.group("ph"),
+             **{f"{p}_s": ph.get(p) for p in F.INIT_PHASES})
+    state.add_dict("nccl_init_timings", d)
+    return True
+
+
+def bootstrap_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    m = F.BOOTSTRAP_TIMINGS_RE.match(msg)
+    if m is not None:
+        state.fingerprints.add("bootstrap_timings")
+        d = state.ctx(host, pid, tid, dev, ln)
+        ph = _phases(m.group("ph"))
+        d.update(kind="bootstrap", comm_id=state.comm_of(host, pid, tid)[0], total_s=float(m.group("total")),
+                 phases=m.group("ph"), **{f"{p}_s": ph.get(p) for p in F.BOOTSTRAP_PHASES})
+        state.add_dict("nccl_init_timings", d)
+        return True
+    if msg.startswith(("Bootstrap : Using", "Bootstrap: Using")):
+        _interfaces(state, msg.split("Using", 1)[1], "bootstrap_if", host, pid, tid, dev, ln)
+        return True
+    return False
+
+
+# -- network ---------------------------------------------------------------------------------
+
+
+def _interfaces(state: LogState, text: str, kind: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> None:
+    for m in F.IF_RE.finditer(text):
+        d = state.ctx(host, pid, tid, dev, ln)
+        d.update(kind=kind, net="Socket", dev_index=opt_int(m.group("i")), dev_name=m.group("name"), address=m.group("addr"),
+                 port=int(m.group("port")))
+        state.deferred["nccl_net"].append(d)
+
+
+def _net_row(state: LogState, host: Host, pid: Num, tid: Num, dev: Num, ln: int, **fields: object) -> None:
+    d = state.ctx(host, pid, tid, dev, ln)
+    d.update(fields)
+    state.deferred["nccl_net"].append(d)
+
+
+def net_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    """``NET/IB : Using [0]mlx5_0:1/IB ... [RO]; OOB ..``, ``NET/Socket : Using ..``, GDR per HCA, plugins."""
+    m = F.IB_USING_RE.match(msg)
+    if m is not None:
+        ro = m.group("ro") is not None
+        if ro:
+            state.fingerprints.add("ib_relaxed_ordering")
+        for dm in F.IB_DEV_RE.finditer(m.group("devs")):
+            feat = (dm.group("extra") + dm.group("feat")).lstrip("/") or None
+            _net_row(state, host, pid, tid, dev, ln, kind="ib_device", net=m.group("net"), dev_index=int(dm.group("i")),
+                     dev_name=dm.group("name"), port=int(dm.group("port")), link=dm.group("link"), features=feat,
+                     relaxed_ordering=ro)
+        _interfaces(state, m.group("oob"), "oob_if", host, pid, tid, dev, ln)
+        return True
+    if msg.startswith("NET/Socket") and "Using" in msg:
+        _interfaces(state, msg.split("Using", 1)[1], "socket_device", host, pid, tid, dev, ln)
+        return True
+    g = F.GDR_HCA_RE.match(msg)
+    if g is not None:
+        _net_row(state, host, pid, tid, dev, ln, kind="gdr", net=g.group("net"), dev_index=int(g.group("i")),
+                 dev_name=g.group("name"), gdr=g.group("st") == "Enabled", message=msg)
+        return True
+    p = F.PLUGIN_LOADED_RE.match(msg)
+    if p is not None:
+        _net_row(state, host, pid, tid, dev, ln, kind="plugin" if p.group("kind") == "net" else "collnet_plugin",
+                 plugin=p.group("name"), message=msg)
+        return True
+    if "No plugin found" in msg:
+        _net_row(state, host, pid, tid, dev, ln, kind="plugin", message=msg)
+        return True
+    if "No device found" in msg:
+        _net_row(state, host, pid, tid, dev, ln, kind="no_device", net=msg[4:].split(" ", 1)[0].rstrip(":"), message=msg)
+        return True
+    return msg.startswith(("NET/Plugin", "NET/IB", "NET/Socket"))
+
+
+def using_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    m = F.USING_NETWORK_RE.match(msg)
+    if m is not None:
+        state.fingerprints.add("using_network")
+        _net_row(state, host, pid, tid, dev, ln, kind="selected", net=m.group("net"))
+        return True
+    if msg.startswith("Using non-device net plugin"):
+        state.fingerprints.add("non_device_net_plugin")
+        return True
+    if msg.startswith("Using internal network plugin"):
+        state.fingerprints.add("internal_network_plugin")
+        return True
+    return msg.startswith(F.IGNORED_PREFIXES)
+
+
+def gdr_gpu(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    """``GPU Direct RDMA Enabled for GPU 1b000 / HCA 0 (distance 4 <= 5), read 1``."""
+    m = F.GDR_GPU_RE.match(msg)
+    if m is None:
+        return False
+    _net_row(state, host, pid, tid, dev, ln, kind="gdr_gpu", dev_index=int(m.group("i")), gpu_bus_id=m.group("bus"),
+             gdr=m.group("st") == "Enabled", message=msg)
+    return True
+
+
+def failed_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    if msg.startswith("Failed to open libibverbs"):
+        _net_row(state, host, pid, tid, dev, ln, kind="ibverbs_missing", net="IB", message=msg)
+        return True
+    return msg.startswith(F.IGNORED_PREFIXES)
+
+
+# -- env, affinity, facts, version -----------------------------------------------------------
+
+_INT_RE = re.compile(r"-?\d+")
+
+
+def env_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    """``NCCL_IB_GID_INDEX set by environment to 3.`` (integer parameters end with a period)."""
+    m = F.ENV_RE.match(msg)
+    if m is None:
+        return False
+    val = m.group("val")
+    if val.endswith(".") and _INT_RE.fullmatch(val[:-1]):
+        val = val[:-1]
+    d = state.ctx(host, pid, tid, dev, ln)
+    d.update(name=m.group("name"), value=val)
+    state.add_dict("nccl_env", d)
+    return True
+
+
+def affinity(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    m = F.AFFINITY_RE.match(msg)
+    if m is None:
+        return False
+    state.fingerprints.add("affinity")
+    mask = m.group("mask")
+    d = state.ctx(host, pid, tid, dev, ln)
+    d.update(gpu=int(m.group("gpu")), mask=mask, cpu_count=sum(bin(int(w, 16)).count("1") for w in mask.split(",") if w))
+    state.add_dict("nccl_affinity", d)
+    return True
+
+
+def _fact(state: LogState, key: str, value: str | None, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int | None) -> None:
+    d = state.ctx(host, pid, tid, dev, ln)
+    d.update(key=key, value=value, message=msg)
+    state.add_dict("nccl_facts", d)
+
+
+_FACT_FINGERPRINTS = {"cuda_driver_version": "cuda_driver_version", "threads_per_block": "threads_per_block",
+                      "p2p_chunksize": "p2p_chunksize", "nvls_multicast_support": "nvls_multicast",
+                      "mnnvl": "mnnvl_busid", "ras_socket": "ras_client"}
+
+
+def fact_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    """Scalar facts (``cudaDriverVersion N``, ``threadThresholds ..``, ...); also recognizes ignored chatter."""
+    for key, rx in F.FACT_RES:
+        m = rx.match(msg)
+        if m is not None:
+            fpn = _FACT_FINGERPRINTS.get(key)
+            if fpn:
+                state.fingerprints.add(fpn)
+            value = m.group("v")
+            if key == "nvls_multicast_support":
+                value = "false" if value else "true"
+            _fact(state, key, value, msg, host, pid, tid, dev, ln)
+            return True
+    c = F.COMM_CONFIG_RE.match(msg)
+    if c is not None:
+        state.fingerprints.add("comm_config")
+        _fact(state, f"comm_config.{c.group('field')}", c.group("v"), msg, host, pid, tid, dev, ln)
+        return True
+    if msg.startswith("PROFILER/Plugin: Could not find"):
+        state.fingerprints.add("profiler_plugin_not_found")
+        return True
+    if msg.startswith("TUNER/Plugin"):
+        state.fingerprints.add("tuner_plugin")
+        return True
+    return msg.startswith(F.IGNORED_PREFIXES)
+
+
+def version_message(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    m = F.VERSION_RE.match(msg)
+    if m is None:
+        return msg.startswith(F.IGNORED_PREFIXES)
+    version_line(state, m, host, pid, tid, dev, msg, ln)
+    return True
+
+
+def version_line(state: LogState, m: re.Match[str], host: Host, pid: Num, tid: Num, dev: Num, msg: str, ln: int) -> None:
+    """Record an exact ``NCCL version X.Y.Z[suffix]+cudaA.B`` (prefixed or bare)."""
+    v = (m.group("v") + m.group("suffix"), m.group("cuda"))
+    state.file_versions.add(v)
+    if host is not None or pid is not None:
+        state.proc_versions.setdefault((host, pid), v)
+    _fact(state, "nccl_version", v[0], msg, host, pid, tid, dev, ln)
+    if v[1] is not None:
+        _fact(state, "cuda_version", v[1], msg, host, pid, tid, dev, ln)
+
+
+# -- end of file -----------------------------------------------------------------------------
+
+
+def finish(state: LogState, vrange: str | None) -> None:
+    """Complete the deferred communicator and network rows and move them to their buffers."""
+    only = next(iter(state.file_versions)) if len(state.file_versions) == 1 else None
+    if vrange is not None:  # file-level fact: what the line formats alone say (no line of its own)
+        _fact(state, "version_range", vrange, "inferred from line formats: " + ", ".join(sorted(state.fingerprints)),
+              None, None, None, None, None)
+    comms = state.deferred["nccl_comms"]
+    topo = {(d["host"], d["pid"], d["comm_ptr"]): d for d in comms if d["event"] == "topology"}
+    for d in comms:
+        v = state.proc_versions.get((d["host"], d["pid"]), only)
+        d["version"], d["cuda_version"] = (v[0], v[1]) if v else (None, None)
+        d["version_range"] = v[0] if v else vrange
+        t = topo.get((d["host"], d["pid"], d["comm_ptr"]))
+        if t is not None and d is not t:
+            d["nnodes"], d["local_ranks"] = t["nnodes"], t["local_ranks"]
+            if d.get("rank") == t["rank"]:
+                d["local_rank"] = t["local_rank"]
+        state.add_dict("nccl_comms", d)
+    net = state.deferred["nccl_net"]
+    selected = {(d["host"], d["pid"]): d["net"] for d in net if d["kind"] == "selected"}
+    gdr = {(d["host"], d["pid"], d["dev_index"]): d["gdr"] for d in net if d["kind"] == "gdr"}
+    for d in net:
+        if d["kind"] == "ib_device":
+            sel = selected.get((d["host"], d["pid"]))
+            if sel is not None and sel not in ("IB", "Socket"):
+                d["plugin"] = sel
+            d["gdr"] = gdr.get((d["host"], d["pid"], d["dev_index"]))
+        state.add_dict("nccl_net", d)

@@ -1,0 +1,518 @@
+"""Ground truth for the 33 real NCCL / watchdog log excerpts in ``../shared/logs/nccl/``.
+
+Transcribed from the yaml blocks of ``../shared/logs/nccl/SOURCES.md`` (same keys, same values);
+``test_nccl_ground_truth.py`` checks every key of every file against the parsed tables and fails
+on a key it does not know, so nothing here is decorative. Differences from SOURCES.md:
+
+* ``version_range`` is not in SOURCES.md: it is what the parser must infer from line formats
+  (``schemas/nccl.py`` fingerprints). Where SOURCES.md states a range, the comment says how the
+  two compare (equal, or narrower with the NCCL source evidence, or wider because SOURCES.md
+  used evidence outside the file: issue text, another file of the thread, source line numbers).
+* counts that SOURCES.md gives in comments (``# 16 lines``) are explicit keys (``*_lines``).
+* ``attribution_hint``, ``setup`` and ``note`` are interpretations, not parser facts: left out.
+* watchdog ``format`` strings are replaced by the parser's format codes (``format_code``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FACTS: dict[str, dict[str, Any]] = {
+    # -- A. initialization / transport -------------------------------------------------------------------------------
+    "ib_roce_mixed_hca_256rank_mpi_prefix_modify_qp_warn_v2.5.6.log": {
+        "line_prefix_wrapper": "[155] ",
+        "host": "crow-ib-new-nccl-256-info-19", "pid": 5330, "cudaDev": 3,
+        "version": None,  # 2.5.6 from the issue title, not from a line
+        "version_range": "2.5.6-2.5.x",  # contains SOURCES' 2.5.6
+        "net": "IB",
+        "ib_devices": ["[0]mlx5_1:1/IB", "[1]mlx5_3:1/IB", "[2]mlx5_0:1/IB", "[3]mlx5_2:1/RoCE", "[4]mlx5_4:1/IB"],
+        "oob_if": "eth0:10.100.62.64<0>",
+        "bootstrap_if": "[0]eth0:10.100.62.64<0>",
+        "affinity": {"gpu": 3, "mask": "0fffff00,000fffff"},
+        "threads_per_block": "512/640/512",
+        "thread_thresholds": "8/8/64 | 2048/8/64",
+        "connections": [
+            "Ring 00 : 155[3d000] -> 157[b2000] via P2P/IPC",
+            "Ring 00 : 155[3d000] -> 153[1b000] via P2P/IPC",
+            "Ring 00 : 155[3d000] -> 154[3e000] via P2P/IPC",
+            "Ring 00 : 5[3d000] -> 6[b2000] via P2P/IPC",
+            "Ring 00 : 5[3d000] -> 4[1b000] via P2P/IPC",
+            "Ring 01 : 2[b2000] -> 5[3d000] [receive] via NET/IB/3",
+            "Ring 01 : 5[3d000] -> 4[1b000] via P2P/IPC",
+        ],
+        "gdr": False,
+        "warn": [{"src": "misc/ibvwrap.cc:284", "msg": "Call to ibv_modify_qp failed with error Invalid argument"}],
+        "error_trace_result_code": 2,
+        "error_trace_lines": 7,
+    },
+    "socket_multinic_2node_8gpu_1proc_per_node_v2.5.6.log": {
+        "hosts": ["sh-01", "sh-03"], "nnodes": 2, "nranks": 8,
+        "version": None,  # 2.5.6 from the issue text
+        "version_range": "2.5.6-2.6.x",  # contains SOURCES' 2.5.6
+        "net": "Socket",
+        "socket_ifs": {"sh-01": ["[0]enP1p1s0f0:10.30.0.127<0>", "[1]enP1p1s0f1:10.30.0.227<0>"],
+                       "sh-03": ["[0]enP1p1s0f0:10.30.0.129<0>", "[1]enP1p1s0f1:10.30.0.229<0>"]},
+        "connections": [
+            "Ring 00 : 3[b01000] -> 4[201000] [send] via NET/Socket/0",
+            "Ring 00 : 7[b01000] -> 0[201000] [send] via NET/Socket/0",
+            "Ring 01 : 0[201000] -> 6[a01000] [receive] via NET/Socket/0",
+            "Ring 01 : 3[b01000] -> 4[201000] [receive] via NET/Socket/0",
+        ],
+        "net_devs_used": [0],
+        "gdr": False,
+    },
+    "roce_2node_16rank_gdr_partial_old_shm_format_v2.5.7.log": {
+        "line_prefix": " [dev] NCCL INFO",
+        "version": "2.5.7", "cuda": "10.0",
+        "version_range": "2.5.6-2.5.x",  # contains the printed 2.5.7
+        "net": "IB",
+        "ib_devices": ["[0]mlx5_0:1/RoCE"],
+        "env_lines": {"NCCL_IB_DISABLE": "0", "NCCL_IB_GID_INDEX": "3"},
+        "affinity": {"gpu": 0, "mask": "ffff,0000ffff"},
+        "nranks": 16, "nchannels": 2,
+        "rings": {"00": list(range(16)), "01": list(range(16))},
+        "trees": "[0] 1/-1/-1->0->7|7->0->1/-1/-1 [1] 1/-1/-1->0->7|7->0->1/-1/-1",
+        "connections": [
+            "Ring 00 : 15[41000] -> 0[1b000] [receive] via NET/IB/0",
+            "Ring 00 : 0[1b000] -> 1[1c000] via P2P/IPC",
+            "Ring 00 : 0[1b000] -> 7[41000] via direct shared memory",
+            "Ring 01 : 15[41000] -> 0[1b000] [receive] via NET/IB/0",
+            "Ring 01 : 0[1b000] -> 1[1c000] via P2P/IPC",
+        ],
+        "gdr_on_shown_net_connections": False,
+        "transports": {"NET": 2, "P2P": 2, "SHM": 1},
+    },
+    "roce_gdr_2node_16gpu_1proc_per_node_v2.10.3.log": {
+        "version": "2.10.3",
+        "version_range": "2.8.3-2.11.x",  # contains the printed 2.10.3
+        "hosts": ["nodea", "nodeb"], "nnodes": 2, "nranks": 16,
+        "pids": [26799, 65671],
+        "net": "IB",
+        "ib_devices": ["[0]mlx5_6:1/RoCE"],
+        "env_lines": {"NCCL_IB_GID_INDEX": "3"},
+        "nchannels": 2,
+        "ring_00": [0, 7, 6, 5, 12, 11, 10, 9, 8, 15, 14, 13, 4, 3, 2, 1],
+        "thread_thresholds": "8/8/64 | 128/8/64 | 8/8/512",
+        "connections": [
+            "Channel 00 : 5[8e000] -> 4[89000] via P2P/direct pointer/read",
+            "Channel 01 : 12[8d000] -> 4[89000] [receive] via NET/IB/0/GDRDMA",
+            "Channel 01 : 5[8e000] -> 4[89000] via P2P/direct pointer/read",
+            "Channel 00 : 4[89000] -> 12[8d000] [send] via NET/IB/0/GDRDMA",
+            "Channel 01 : 4[89000] -> 12[8d000] [send] via NET/IB/0/GDRDMA",
+            "Channel 00 : 15[cf000] -> 14[c9000] via P2P/direct pointer/read",
+            "Channel 00 : 12[8d000] -> 11[55000] via P2P/direct pointer/read",
+            "Channel 00 : 10[50000] -> 11[55000] via P2P/direct pointer/read",
+            "Channel 00 : 8[20000] -> 9[26000] via P2P/direct pointer/read",
+        ],
+        "gdr": True,
+        "intra_node_transport": "P2P/direct pointer/read",
+        "connected_all_rings_lines": 4,
+        "warn": [{"src": "graph/tuning.cc:187",
+                  "msg": "CollNet is not supported or fails to initialize, ignoring NCCL_ALGO=COLLNET"}],
+    },
+    "ib_1node_2rank_isolated_gpus_nvml_warn_v2.12.12.log": {
+        "version": "2.12.12",
+        "version_range": "2.12.7-2.27.x",  # contains the printed 2.12.12
+        "host": "gcn6", "nnodes": 1, "nranks": 2,
+        "pids": [1080060, 1080061],
+        "net": "IB",
+        "ib_devices": ["[0]mlx5_0:1/IB", "[1]mlx5_1:1/IB", "[2]mlx5_2:1/RoCE"],
+        "relaxed_ordering": True,
+        "oob_if": "eno1np0:172.18.62.6<0>",
+        "affinity": {1080060: "03ffff", 1080061: "0f,fffc0000"},
+        "nchannels": 2,
+        "rings": {"00": [0, 1], "01": [0, 1]},
+        "trees_rank1": "[0] -1/-1/-1->1->0 [1] 0/-1/-1->1->-1",
+        "warn_count": 2,
+        "warn": [{"src": "misc/nvmlwrap.cc:181", "msg": "nvmlDeviceGetHandleByPciBusId() failed: Not Found"}],
+    },
+    "socket_ib_disabled_4node_16rank_ipc_read_v2.7-2.11.log": {
+        "version": None,
+        "version_range": "2.7.3-2.11.x",  # = SOURCES
+        "hosts": ["gcn3", "gcn4", "gcn5", "gcn6"], "nnodes": 4, "nranks": 16,
+        "net": "Socket",
+        "env_lines": {"NCCL_IB_DISABLE": "1"},
+        "socket_ifs": {"gcn4": ["[0]ib-bond0:172.22.62.4<0>"], "gcn5": ["[0]ib-bond0:172.22.62.5<0>"]},
+        "connections_count": {"P2P/IPC/read": 14, "NET/Socket/0": 1},
+        "net_connection": "Channel 05 : 5[32000] -> 8[31000] [send] via NET/Socket/0",
+        "channels_seen": [2, 4, 5, 7, 8, 9],
+        "gdr": False,
+    },
+    "roce_2node_2rank_h100_graph_subsys_v2.19.3.log": {
+        "version": "2.19.3",
+        "version_range": "2.19.1-2.21.x",  # contains the printed 2.19.3
+        "hosts": ["dgxh100-3", "dgxh100-4"], "nnodes": 2, "nranks": 2,
+        "rank_host": {0: "dgxh100-4", 1: "dgxh100-3"},
+        "net": "IB",
+        "ib_devices": ["[0]mlx5_10:1/RoCE", "[1]mlx5_11:1/RoCE"],
+        "relaxed_ordering": True,
+        "nchannels": 4,
+        "graph_ring_lines": ["Ring 00 : 0 -> 1 -> 0", "Ring 01 : 0 -> 1 -> 0", "Ring 02 : 0 -> 1 -> 0", "Ring 03 : 0 -> 1 -> 0"],
+        "trees_rank1": "[0] -1/-1/-1->1->0 [1] -1/-1/-1->1->0 [2] 0/-1/-1->1->-1 [3] 0/-1/-1->1->-1",
+        "p2p_chunksize": 131072,
+        "graph_channel_line": " 1 : NET/0 GPU/1 NET/0",
+        "connections": [],
+    },
+    "shm_socket_1node_4rank_h800_split_comm_cudadev_remap_v2.19-2.20.log": {
+        "version": None,
+        # narrower than SOURCES' 2.19.x-2.20.x: `bootstrapSplit: comm .. parent ..` exists only from 2.20.3
+        "version_range": "2.20.3-2.20.x",
+        "host": "tj5-sc-ai-h800r-dev01", "nnodes": 1, "nranks": 4,
+        "net": "Socket",
+        "split": {"color": 116666945, "parent_comm_ptrs": 4},
+        "init_start": {"rank": 0, "nranks": 4, "cudaDev": 0, "nvmlDev": 4, "busId": "9a000", "commId": "0xdf334f4a507dd4c1"},
+        "rank_to_nvmlDev": {2: 6, 3: 7},
+        "transport_intra_node": "SHM/direct/direct", "transport_intra_node_lines": 12,
+        "connections_count": {"2->3 SHM/direct/direct": 9, "3->2 SHM/direct/direct": 3},
+        "channels_seen": [0, 1, 2, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+        "connected_all_rings_lines": 4,
+    },
+    "shm_pcie_1node_8gpu_1proc_p2p_disabled_v2.18-2.23.log": {
+        "version": None,
+        # wider than SOURCES' 2.18.3-2.23.x, which used the companion P2P run of the thread (another file)
+        "version_range": "2.18.3-2.30.x",
+        "host": "sh9-machine-20250813085604-64df4c99dc-m27xf", "nnodes": 1, "nranks": 8, "pid": 3884652,
+        "transport": "SHM/direct/direct", "transport_lines": 11,
+        "connections": [
+            "Channel 01 : 7[7] -> 2[2] via SHM/direct/direct",
+            "Channel 00 : 3[3] -> 7[7] via SHM/direct/direct",
+            "Channel 00 : 0[0] -> 4[4] via SHM/direct/direct",
+            "Channel 00 : 5[5] -> 1[1] via SHM/direct/direct",
+            "Channel 00 : 6[6] -> 2[2] via SHM/direct/direct",
+            "Channel 00 : 1[1] -> 5[5] via SHM/direct/direct",
+            "Channel 00 : 4[4] -> 0[0] via SHM/direct/direct",
+            "Channel 00 : 2[2] -> 6[6] via SHM/direct/direct",
+            "Channel 00 : 7[7] -> 3[3] via SHM/direct/direct",
+            "Channel 01 : 3[3] -> 7[7] via SHM/direct/direct",
+            "Channel 01 : 0[0] -> 4[4] via SHM/direct/direct",
+        ],
+        "destroy_complete": {4: "91000", 5: "92000", 6: "c4000", 7: "c5000"},
+        "nccltests_avg_busbw_gbs": 6.13096,
+        "nccltests_out_of_bounds": "0 OK",
+    },
+    "p2p_direct_pcie_1node_8gpu_1proc_v2.18-2.23.log": {
+        "version": None,
+        "version_range": "2.18.3-2.23.x",  # = SOURCES
+        "host": "sh9-machine-20250813085604-64df4c99dc-m27xf", "pid": 3884994, "nnodes": 1,
+        "transport": "P2P/direct pointer", "transport_lines": 6,
+        "connections": [
+            "Channel 00/0 : 7[7] -> 6[6] via P2P/direct pointer",
+            "Channel 01/0 : 7[7] -> 6[6] via P2P/direct pointer",
+            "Channel 00/0 : 1[1] -> 0[0] via P2P/direct pointer",
+            "Channel 00/0 : 6[6] -> 5[5] via P2P/direct pointer",
+            "Channel 00/0 : 2[2] -> 1[1] via P2P/direct pointer",
+            "Channel 00/0 : 3[3] -> 2[2] via P2P/direct pointer",
+        ],
+        "connected_all_rings_lines": 6,
+    },
+    "nvlink_1node_8gpu_h100_1proc_p2p_direct_v2.20.5.log": {
+        "version": "2.20.5",
+        "version_range": "2.18.3+",  # contains the printed 2.20.5
+        "host": "devcontainer-gpu0005", "nnodes": 1, "nranks": 8, "pid": 2966865,
+        "cudaDriverVersion": 12020,
+        "net_socket_if": "[0]eth0:172.27.152.165<0>",
+        "ibverbs_missing": True,
+        "transport": "P2P/direct pointer", "transport_lines": 12,
+        "channels_seen": [14, 15, 16, 17, 18, 19, 20, 21, 22],
+        "connections_count": {"7->6": 7, "1->0": 2, "4->3": 3},
+    },
+    "init_timings_slow_kernels_dgx_b200_8gpu_p2p_cumem_v2.24+.log": {
+        "version": None,
+        "version_range": "2.24.3+",  # = SOURCES (>= 2.24)
+        "host": "d5618706-01", "nnodes": 1, "nranks": 8,
+        "init_func": "ncclCommInitRankConfig",
+        "init_complete": {"rank": 0, "busId": "18000", "commId": "0x2fb902677fd5202e"},
+        "init_timings_s": {
+            3: {"total": 55.01, "kernels": 52.45, "alloc": 0.41, "bootstrap": 0.57, "allgathers": 0.08, "topo": 1.10,
+                "graphs": 0.01, "connections": 0.39, "rest": 0.00},
+            4: {"total": 54.93, "kernels": 52.94, "alloc": 0.38, "bootstrap": 0.03, "allgathers": 0.08, "topo": 1.10,
+                "graphs": 0.01, "connections": 0.39, "rest": 0.00},
+            0: {"total": 55.17, "kernels": 52.33, "alloc": 0.42, "bootstrap": 0.84, "allgathers": 0.08, "topo": 1.10,
+                "graphs": 0.01, "connections": 0.39, "rest": 0.00},
+        },
+        "dominant_init_phase": "kernels",
+        "transport": "P2P/CUMEM", "transport_lines": 3,
+        "channels_seen": [0, 1, 31],
+        "ring_pxn": 0, "ring_gdr": 1,
+    },
+    "init_timings_2node_16gpu_a100_1proc_per_node_v2.22.log": {
+        "version": None,
+        "version_range": "2.22.3-2.22.x",  # = SOURCES (2.22.x)
+        "nranks": 16, "nnodes": 2,
+        "net": None,
+        "init_complete_lines": 5,
+        "init_complete": [{"rank": 6, "busId": "c8000"}, {"rank": 4, "busId": "88000"}, {"rank": 0, "busId": "7000"},
+                          {"rank": 1, "busId": "b000"}, {"rank": 5, "busId": "8b000"}],
+        "commId": "0x49bbd7790311d5eb",
+        "init_timings_s": {
+            2: {"total": 1.08, "kernels": 0.51, "bootstrap": 0.22, "allgathers": 0.01, "topo": 0.28, "graphs": 0.04,
+                "connections": 0.02, "rest": 0.01},
+            6: {"total": 1.08, "kernels": 0.50, "bootstrap": 0.22, "allgathers": 0.00, "topo": 0.28, "graphs": 0.04,
+                "connections": 0.02, "rest": 0.00},
+            0: {"total": 1.08, "kernels": 0.51, "bootstrap": 0.22, "allgathers": 0.00, "topo": 0.28, "graphs": 0.04,
+                "connections": 0.02, "rest": 0.00},
+        },
+    },
+    "ibext_sharp_2node_16gpu_h100_p2p_cumem_v2.21-2.28.log": {
+        "version": None,
+        "version_range": "2.21.5-2.28.x",  # = SOURCES
+        "hosts": ["qh100-gpu19", "qh100-gpu20"], "nnodes": 2, "nranks": 16,
+        "net": "IBext",
+        "ib_devices": ["[0]mlx5_0:1/IB/SHARP", "[1]mlx5_1:1/IB/SHARP", "[2]mlx5_4:1/IB/SHARP", "[3]mlx5_5:1/IB/SHARP"],
+        "relaxed_ordering": True,
+        "oob_if": "ibp25s0:10.20.0.120<0>",
+        "init_start": [{"rank": 6, "busId": "ba000"}, {"rank": 4, "busId": "9a000"}, {"rank": 5, "busId": "ab000"}],
+        "commId": "0xd8289d3e6e217d26",
+        "transport_intra_node": "P2P/CUMEM", "transport_intra_node_lines": 16,
+        "connections_count": {"15->13": 7, "14->13": 6, "12->11": 2, "7->5": 1},
+    },
+    "roce_gdr_disabled_16rank_multinode_v2.19-2.20.log": {
+        "version": None,
+        "version_range": "2.19.1-2.20.x",  # = SOURCES (2.19.x-2.20.x)
+        "host": "hostname1", "nranks": 16,
+        "net": "IB",
+        "ib_devices": ["[0]mlx5_0:1/RoCE", "[1]mlx5_1:1/RoCE"],
+        "relaxed_ordering": True,
+        "oob_if": "primaryip:10.10.10.10<0>",
+        "init_start": {"rank": 0, "nranks": 16, "cudaDev": 0, "nvmlDev": 0, "busId": "1c000", "commId": "0x65e0bd6ee7449db4"},
+        "gdr_hca": {"mlx5_0": False, "mlx5_1": False},
+        "gdr": False,
+    },
+    "ib_gdrdma_2node_16rank_k8s_grep_gdr.log": {
+        "version": None,
+        "version_range": "2.18.3+",  # = SOURCES (>= 2.18.3)
+        "host": "leader-h2nng", "nranks": 16,
+        "pids": [523, 524, 525, 526, 527, 528, 529, 530],
+        "env_lines": {"NCCL_NET_GDR_LEVEL": "SYS"}, "env_lines_count": 8,
+        "gdr": True,
+        "connections": [
+            "Channel 00/0 : 9[1] -> 0[0] [receive] via NET/IB/0/GDRDMA",
+            "Channel 08/0 : 9[1] -> 0[0] [receive] via NET/IB/0/GDRDMA",
+            "Channel 04/0 : 13[5] -> 4[4] [receive] via NET/IB/4/GDRDMA",
+            "Channel 06/0 : 15[7] -> 6[6] [receive] via NET/IB/6/GDRDMA",
+            "Channel 12/0 : 13[5] -> 4[4] [receive] via NET/IB/4/GDRDMA",
+            "Channel 14/0 : 15[7] -> 6[6] [receive] via NET/IB/6/GDRDMA",
+            "Channel 04/0 : 5[5] -> 12[4] [send] via NET/IB/4/GDRDMA",
+        ],
+        "net_devs_used": [0, 4, 6],
+    },
+    "roce_ibext_plugin_nvls_64rank_init_v2.20.log": {
+        "version": None,
+        "version_range": "2.20.3-2.20.x",  # = SOURCES (2.20.x)
+        "host": "hostname-test", "nranks": 64,
+        "pids": [980, 981, 982, 983, 984, 985, 986, 987],
+        "cudaDriverVersion": 12080,
+        "env_lines": {"NCCL_SOCKET_IFNAME": "bond0"},
+        "bootstrap_if": "bond0:172.36.134.184<0>",
+        "net": "IBext_v8",
+        "ib_devices": [f"[{i}]mlx5_bond_{i + 1}:1/RoCE" for i in range(8)],
+        "relaxed_ordering": True,
+        "channels_summary": {"coll": 16, "collnet": 0, "nvls": 16, "p2p": 16, "p2p_per_peer": 1},
+        "thread_thresholds": "8/8/64 | 512/8/64 | 512 | 512",
+        "nvls_tree_connected": True,
+        "init_complete": [{"rank": 36, "cudaDev": 4, "busId": "9b000"}, {"rank": 34, "cudaDev": 2, "busId": "49000"},
+                          {"rank": 32, "cudaDev": 0, "busId": "18000"}, {"rank": 35, "cudaDev": 3, "busId": "59000"}],
+        "commId": "0x5ae77eb5ea4ec1ee",
+        "transport_intra_node": "P2P/CUMEM", "transport_intra_node_lines": 12,
+        "net_connection": "Channel 09/0 : 33[1] -> 41[1] [send] via NET/IBext_v8/4",
+        "gdr_on_shown_net_connection": False,
+    },
+    "prefix_stripped_nvls_1node_8gpu_ibext_sharp_v2.24.3.log": {
+        "line_prefix": "none",
+        "version": "2.24.3", "cuda": "12.2",
+        "version_range": "2.24.3-2.25.x",  # contains the printed 2.24.3
+        "cudaDriverVersion": 12040,
+        "net": "IBext_v8",
+        "net_plugin": "NCCL RDMA Plugin v8 (v8)",
+        "collnet_plugin": "SHARP (v8)",
+        "ib_devices": [f"[{i}]ibp{i}:1/IB/SHARP" for i in range(8)],
+        "env_lines": {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_PCI_RELAXED_ORDERING": "1"},
+        "init_start": {"func": "ncclCommInitRankConfig", "rank": 0, "nranks": 8, "busId": "1a000",
+                       "commId": "0xd134602cf80e4ea2"},
+        "bootstrap_timings_s": {"total": 0.363822, "create": 0.000041, "send": 0.000113, "recv": 0.363194,
+                                "ring": 0.000120, "delay": 0.0},
+        "nvls_multicast_available": {"dev": 0, "available": True},
+        "affinity": {"gpu": 0, "mask": "55555555,55555555,55555555,55555555"},
+    },
+    "topo_sys_cross_numa_2gpu_no_nvlink_graph_dump.log": {
+        "version": None,
+        # narrower than SOURCES' >= 2.14: `Setting affinity for GPU` is no longer printed from 2.28
+        "version_range": "2.14.3-2.27.x",
+        "host": "LIUCC13-AC-01",
+        "gpus": {"GPU/2A000": {"cpu": "CPU/0"}, "GPU/AB000": {"rank": 1, "cpu": "CPU/2"}},  # GPU/2A000's rank 0 is not printed
+        "cpu_nodes": ["CPU/0", "CPU/1", "CPU/2"],
+        "gpu_gpu_path": {"type": "SYS", "hops": 3, "bw": 10.0},
+        "gpu_cpu_local_path": {"type": "PHB", "bw": 24.0},
+        "nic": {"id": "NIC/3D000", "pci_bw": 0.2},
+        "graph": {"pattern": 4, "crossNic": 0, "nChannels": 1, "bwIntra": 10.0, "bwInter": 10.0, "typeIntra": "SYS",
+                  "typeInter": "PIX", "sameChannels": 1},
+        "graph_channel_0": "GPU/0 GPU/1",
+        "affinity": {"gpu": 0, "mask": "ff,000000ff"},
+    },
+    "collnet_sharp_plugin_warn_lock_failed.log": {
+        "version": None,
+        "version_range": "2.14.3+",  # = SOURCES (>= 2.14)
+        "nccl_lines": 4,
+        "sharp_init": {"rank": 0, "size": 4, "hca": "mlx5_4:1"},
+        "warn": [{"src": "sharp_plugin.c:354", "msg": "SHARP group create: Streaming Tree lock failed (-18)"}],
+        "error_trace": {"src": "transport.cc:327", "result": 2},
+        "collnet_connection": {"channel": 5, "connIndex": 0, "rank": 5, "dir": "receive", "net": "SHARP", "dev": 5, "gdr": True},
+    },
+    # -- B. COLL -------------------------------------------------------------------------------------------------------
+    "coll_allreduce_128rank_ray_prefix_opcount.log": {
+        "version": None, "version_range": None,  # COLL syntax unchanged 2.4 -> 2.30: no fingerprint
+        "line_prefix_wrapper": "(RayTrainWorker pid=<pid>, ip=<ip>) ",
+        "ops": [
+            {"op": "AllReduce", "opCount": 0x139D, "count": 7382228, "datatype": 7, "redop": 0, "root": 0, "nranks": 128,
+             "host_suffix": "fqztx", "cudaDev": 2},
+            {"op": "AllReduce", "opCount": 0x139D, "count": 7382228, "datatype": 7, "redop": 0, "root": 0, "nranks": 128,
+             "host_suffix": "srrss", "cudaDev": 5},
+            {"op": "AllReduce", "opCount": 0x139E, "count": 7066572, "datatype": 7, "redop": 0, "root": 0, "nranks": 128,
+             "host_suffix": "hzhzd", "cudaDev": 3},
+            {"op": "AllReduce", "opCount": 0x139E, "count": 7066572, "datatype": 7, "redop": 0, "root": 0, "nranks": 128,
+             "host_suffix": "srrss", "cudaDev": 5},
+        ],
+        "bytes": {0x139D: 29528912, 0x139E: 28266288},
+    },
+    "coll_tp_allgather_reducescatter_allreduce_2rank.log": {
+        "version": None, "version_range": None,
+        "nranks": 2, "host": "hopper01",
+        "comms": {"0x55e290bd32d0": {"pid": 191369, "cudaDev": 0}, "0x55fca23fc0f0": {"pid": 191370, "cudaDev": 1}},
+        "ops_in_order": [
+            {"pid": 191370, "op": "AllGather", "opCount": 0xD, "count": 2097152, "datatype": 7},
+            {"pid": 191369, "op": "ReduceScatter", "opCount": 0xE, "count": 2097152, "datatype": 7},
+            {"pid": 191369, "op": "AllGather", "opCount": 0xF, "count": 2097152, "datatype": 7},
+            {"pid": 191370, "op": "ReduceScatter", "opCount": 0xE, "count": 2097152, "datatype": 7},
+            {"pid": 191370, "op": "AllGather", "opCount": 0xF, "count": 2097152, "datatype": 7},
+            {"pid": 191369, "op": "AllReduce", "opCount": 0x10, "count": 1, "datatype": 7},
+            {"pid": 191369, "op": "AllReduce", "opCount": 0x11, "count": 1, "datatype": 7},
+        ],
+    },
+    "coll_send_recv_2rank_p2p_opcount.log": {
+        "version": None, "version_range": None,
+        "host": "ubuntu", "pid": 199574, "tid": 201142, "cudaDev": 1, "nranks": 2,
+        "send_lines": 6, "recv_lines": 1,
+        "peer_field": "root",
+        "ops": [
+            {"op": "Send", "opCount": 0x12, "comm": "0x7f5128002e10", "peer": 1, "count": 2420736, "recvbuff": "(nil)"},
+            {"op": "Send", "opCount": 0x14, "comm": "0x7f5128002e10", "peer": 1},
+            {"op": "Send", "opCount": 0x16, "comm": "0x7f5128002e10", "peer": 1},
+            {"op": "Send", "opCount": 0x18, "comm": "0x7f5128002e10", "peer": 1},
+            {"op": "Send", "opCount": 0xD60, "comm": "0x7f516c002e10", "peer": 0},
+            {"op": "Send", "opCount": 0xD62, "comm": "0x7f516c002e10", "peer": 0},
+            {"op": "Recv", "opCount": 0xD60, "comm": "0x7f5128002e10", "peer": 1, "sendbuff": "(nil)"},
+        ],
+    },
+    # -- C. WARN -------------------------------------------------------------------------------------------------------
+    "warn_ib_completion_error4_vendor81_5node_h100_v2.18.log": {
+        "version": None,
+        # wider than SOURCES' 2.18.3-2.18.6, which matched the WARN's source line numbers against tags
+        "version_range": "2.10.3-2.19.x",
+        "hosts": ["H100-1", "H100-2", "H100-5"],
+        "warn_count": 3,
+        "warns": [
+            {"host": "H100-2", "cudaDev": 1, "src": "transport/net_ib.cc:1295", "peer": "fe80::966d:ae03:8b:df78%ib0<53249>",
+             "status": 4, "opcode": 32564, "len": 32564, "vendor_err": 81, "req": "Send"},
+            {"host": "H100-1", "cudaDev": 1, "src": "transport/net_ib.cc:1295", "peer": "fe80::966d:ae03:8b:df50%ib0<44413>",
+             "status": 4, "opcode": 32613, "len": 32613, "vendor_err": 81, "req": "Send"},
+            {"host": "H100-5", "cudaDev": 3, "src": "transport/net_ib.cc:1295", "peer": "fe80::966d:ae03:9c:f5f8%ib0<39391>",
+             "status": 4, "opcode": 32639, "len": 32639, "vendor_err": 81, "req": "Send"},
+        ],
+        "status_name": "IBV_WC_LOC_PROT_ERR",
+        "error_trace_result_code": 6,
+        "thread_tag": "[Proxy Thread]",
+    },
+    "warn_ib_completion_error_status12_vendor_err_129_ib_plugin_v2.21.5.log": {
+        "version": None,
+        # SOURCES' 2.21.5 comes from trace line numbers; the WARN wording is the plugin's own: no fingerprint
+        "version_range": None,
+        "host": "kp-ddp-worker-0", "pid": 3468, "tid": 3905, "cudaDev": 4,
+        "warn_count": 3,
+        "warns": [
+            {"src": "ib_plugin.c:1615", "peer": "10.216.210.236<54862>", "status": 12, "opcode": 0, "len": 0,
+             "vendor_err": 129, "req": "Recv", "localGid": "fd00:1148:9000:5000:4:200:3:ff22",
+             "remoteGid": "fd00:1148:9000:5000:4:200:3:ff1f"},
+            {"src": "ib_plugin.c:1615", "peer": "10.216.210.236<54862>", "status": 12, "opcode": 32616, "len": 0,
+             "vendor_err": 129, "req": "Recv", "localGid": "fd00:1148:9000:5000:4:200:3:ff21",
+             "remoteGid": "fd00:1148:9000:5000:4:200:3:ff20"},
+            {"src": "ib_plugin.c:1615", "peer": "10.216.210.236<49892>", "status": 12, "opcode": 32616, "len": 0,
+             "vendor_err": 129, "req": "Recv", "localGid": "fd00:1148:9000:5000:4:200:3:ff22",
+             "remoteGid": "fd00:1148:9000:5000:4:200:3:ff1f"},
+        ],
+        "status_name": "IBV_WC_RETRY_EXC_ERR",
+        "error_trace_result_code": 6,
+        "thread_tag": "[Progress Thread]",
+    },
+    # -- D. PyTorch watchdog -------------------------------------------------------------------------------------------
+    "pytorch_watchdog_oldest_format_tensorshape.log": {
+        "format_code": "tensor_shape",
+        "events": [{"rank": 0, "op": "ALLREDUCE", "tensor_shape": "[268298]", "timeout_ms": 1800000, "ran_ms": 1801591}],
+    },
+    "pytorch_watchdog_old_format_no_numel_allreduce_1node_8gpu.log": {
+        "format_code": "seqnum",
+        "events": [
+            {"rank": 1, "seq": 469508, "op": "ALLREDUCE", "timeout_ms": 1800000, "ran_ms": 1802212},
+            {"rank": 3, "seq": 469508, "op": "ALLREDUCE", "timeout_ms": 1800000, "ran_ms": 1802211},
+            {"rank": 2, "seq": 469508, "op": "ALLREDUCE", "timeout_ms": 1800000, "ran_ms": 1802212},
+            {"rank": 6, "seq": 469508, "op": "ALLREDUCE", "timeout_ms": 1800000, "ran_ms": 1802210},
+            {"rank": 7, "seq": 469508, "op": "ALLREDUCE", "timeout_ms": 1800000, "ran_ms": 1802220},
+        ],
+        "ranks_missing_from_excerpt": [0, 4, 5],
+    },
+    "pytorch_watchdog_old_format_seqnum_desync_progressbar_prefix.log": {
+        "format_code": "seqnum",
+        "events": [
+            {"rank": 0, "seq": 96120, "op": "ALLREDUCE", "timeout_ms": 1800000, "ran_ms": 25624887},
+            {"rank": 0, "seq": 96117, "op": "ALLREDUCE", "timeout_ms": 1800000, "ran_ms": 25625613},
+            {"rank": 0, "seq": 96125, "op": "ALLREDUCE", "timeout_ms": 1800000, "ran_ms": 25625593},
+            {"rank": 0, "seq": 96125, "op": "ALLREDUCE", "timeout_ms": 1800000, "ran_ms": 25625593},
+            {"rank": 7, "seq": 64088, "op": "ALLREDUCE", "timeout_ms": 1800000, "ran_ms": 25625251},
+        ],
+    },
+    "pytorch_watchdog_no_timestamp_format_stacktrace.log": {
+        "format_code": "seqnum_numel",
+        "pg": "0", "rank": 3,
+        "timeout_at_work": 1, "last_enqueued": 1, "last_completed": 0,
+        "event": {"seq": 1, "op": "ALLREDUCE", "numel_in": 1, "numel_out": 1, "timeout_ms": 600000, "ran_ms": 600021},
+        "exception_site": "checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:565",
+    },
+    "pytorch_watchdog_pg_id_guid_coalesced_teardown.log": {
+        "format_code": "seqnum_numel",
+        "events": [
+            {"rank": 4, "seq": 610, "op": "COALESCED", "numel_in": 56320, "numel_out": 450560, "timeout_ms": 600000,
+             "ran_ms": 600086},
+            {"rank": 6, "seq": 610, "op": "COALESCED", "numel_in": 76800, "numel_out": 614400, "timeout_ms": 600000,
+             "ran_ms": 600087},
+        ],
+        "pg_tag": {"pg_id": "2", "pg_guid": "9"},
+        "rank4_status": {"timeout_at_work": 610, "last_enqueued": 616, "last_completed": 609},
+        "teardown_lines": 2,
+    },
+    "pytorch_watchdog_ray_prefix_alltoall_pg5.log": {
+        "format_code": "seqnum_numel",
+        "line_prefix_wrapper": "(WorkerDict pid=63294) ",
+        "pg": "5", "rank": 3,
+        "event": {"seq": 8, "op": "ALLTOALL", "numel_in": 3150848, "numel_out": 3150848, "timeout_ms": 600000, "ran_ms": 600000},
+        "status": {"detected_at_work": 8, "last_enqueued": 10, "last_completed": 7},
+    },
+    "pytorch_watchdog_ray_prefix_failure_detected_flightrecorder_v2.21.5.log": {
+        "format_code": "seqnum_numel",
+        "nccl_version": "2.21.5",
+        "rank": 4,
+        "pg_tag": {"pg_id": "0", "pg_guid": "0", "pg_desc": "default_pg"},
+        "event": {"seq": 1, "op": "ALLREDUCE", "numel_in": 1, "numel_out": 1, "timeout_ms": 600000, "ran_ms": 600015},
+        "status": {"failure_at_seq": 1, "last_enqueued": 1, "last_completed": -1},
+        "flight_recorder": "disabled",
+    },
+    # -- E. nccl-tests ---------------------------------------------------------------------------------------------------
+    "nccltests_allreduce_perf_table_busbw_16rank.log": {
+        "rows": 9,
+        "first_row": {"size": 1048576, "count": 262144, "type": "float", "redop": "sum", "root": -1,
+                      "oop": {"time_us": 234.8, "algbw": 4.47, "busbw": 8.37, "wrong": 0},
+                      "ip": {"time_us": 228.6, "algbw": 4.59, "busbw": 8.60, "wrong": 0}},
+        "last_row": {"size": 268435456, "count": 67108864, "oop": {"time_us": 5533.4, "algbw": 48.51, "busbw": 90.96},
+                     "ip": {"time_us": 5553.7, "algbw": 48.33, "busbw": 90.63}},
+        "check_algbw": True,
+        "inferred_nranks": 16,
+    },
+}

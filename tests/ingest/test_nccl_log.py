@@ -1,0 +1,410 @@
+"""NCCL log parser: line formats across NCCL 2.4-2.30, launcher wrappers, attribution, bad input.
+
+The connection-line formats are those of the NCCL release tags' format strings (see
+``schemas/nccl.py``), one line per distinct shape. Every file is parsed twice: through the bulk
+(columnar) path and with it disabled (per-line path only), and the two must agree.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from stallscope.errors import IngestError
+from stallscope.ingest import nccl_bulk, nccl_messages
+from stallscope.ingest.nccl_log import parse_nccl_log
+from stallscope.ingest.schemas.nccl import FINGERPRINTS, version_range
+from stallscope.store.schema.nccl import NCCL_COLLS, NCCL_CONNECTIONS, NCCL_TABLES
+from test_nccl_ground_truth import LOGS
+
+P = "node-1:4242:4243 [0] NCCL INFO "
+
+
+def parse(tmp_path: Path, text: str | bytes, name: str = "x.log", **kw: Any) -> dict[str, Any]:
+    """Parse ``text`` through both paths; assert they agree; return tables as polars frames."""
+    f = tmp_path / name
+    f.write_bytes(text if isinstance(text, bytes) else text.encode())
+    a = parse_nccl_log(f, **kw)
+    orig = nccl_bulk.lines_array
+    nccl_bulk.lines_array = lambda data: None  # type: ignore[assignment]
+    try:
+        b = parse_nccl_log(f, **kw)
+    finally:
+        nccl_bulk.lines_array = orig  # type: ignore[assignment]
+    for name_ in a["arrow"]:
+        da, db = pl.DataFrame(a["arrow"][name_]), pl.DataFrame(b["arrow"][name_])
+        if "line_no" in da.columns:
+            da, db = da.sort("line_no", maintain_order=True), db.sort("line_no", maintain_order=True)
+        assert_frame_equal(da, db)
+    assert a["warnings"] == b["warnings"]
+    a["df"] = {k: pl.DataFrame(v) for k, v in a["arrow"].items()}
+    return a
+
+
+def conns(info: dict[str, Any]) -> list[dict[str, Any]]:
+    return info["df"]["nccl_connections"].sort("line_no").to_dicts()
+
+
+def test_hot_table_column_order_matches_specs() -> None:
+    assert nccl_messages.CONN_COLUMNS == tuple(NCCL_CONNECTIONS.schema.names)
+    assert nccl_messages.COLL_COLUMNS == tuple(NCCL_COLLS.schema.names)
+
+
+def test_every_column_documented() -> None:
+    for spec in NCCL_TABLES:
+        assert spec.doc
+        for c in spec.columns:
+            assert len(c.doc) > 10, (spec.name, c.name)
+        assert {"file", "line_no"} <= set(spec.schema.names), spec.name
+
+
+# -- connection lines of every NCCL generation ---------------------------------------------------
+
+# (line after the prefix, expected fields)
+CONNECTION_FORMATS: list[tuple[str, dict[str, Any]]] = [
+    # 2.4: cudaDev brackets, NET without brackets, old SHM spelling
+    ("Ring 00 : 0[0] -> 1[1] via P2P/IPC", dict(transport="P2P", mechanism="IPC", dev_is_bus_id=False, src_dev=0)),
+    ("Ring 01 : 1 -> 0 [send] via NET/IB/0/GDRDMA", dict(transport="NET", net="IB", net_dev=0, gdr=True, dev_is_bus_id=None,
+                                                         direction="send")),
+    ("Ring 00 : 0[0] -> 1[1] via direct shared memory", dict(transport="SHM", mechanism="direct shared memory")),
+    # 2.5-2.6: busId brackets
+    ("Ring 00 : 155[3d000] -> 157[b2000] via P2P/IPC", dict(dev_is_bus_id=True, src_bus_id="3d000", src_dev=0x3D000, dst_dev=0xB2000)),
+    # 2.7-2.11: Channel, /read, common device, indirect, /Shared
+    ("Channel 02 : 4[31000] -> 7[e3000] via P2P/IPC/read", dict(channel=2, conn_index=None, read=True, mechanism="IPC")),
+    ("Channel 00 : 0[1b000] -> 1[1b000] via P2P/common device/read", dict(mechanism="common device", read=True)),
+    ("Channel 00 : 0[1b000] -> 3[3e000] via P2P/indirect/2[2e000]/read", dict(mechanism="indirect", indirect_rank=2, read=True)),
+    ("Channel 03 : 4[89000] -> 12[8d000] [send] via NET/IB/0/GDRDMA/Shared", dict(shared=True, gdr=True)),
+    # 2.12+: /connIndex on NET, PXN proxy rank
+    ("Channel 00/1 : 0[1b000] -> 8[1b000] [send] via NET/IB/1(2)/GDRDMA", dict(conn_index=1, net_dev=1, pxn_proxy_rank=2, gdr=True)),
+    # 2.13+: SHM/<send>/<recv> with copy engine
+    ("Channel 00 : 0[1b000] -> 1[1c000] via SHM/CE/direct", dict(transport="SHM", mechanism="CE/direct", ce=True)),
+    # 2.18.3+: nvmlDev brackets; CUMEM, CE, MNNVL
+    ("Channel 05/0 : 3[3] -> 4[4] via P2P/CUMEM/read", dict(dev_is_bus_id=False, src_dev=3, mechanism="CUMEM", read=True)),
+    ("Channel 05/1 : 3[3] -> 4[4] via P2P/IPC/CE", dict(mechanism="IPC", ce=True, conn_index=1)),
+    ("Channel 00/0 : 0[0] -> 9[1] via P2P/MNNVL", dict(mechanism="MNNVL")),
+    # 2.26+: GDR through PCI; plugin network names
+    ("Channel 09/0 : 33[1] -> 41[1] [send] via NET/IBext_v8/4/GDRDMA(PCI)/Shared", dict(net="IBext_v8", net_dev=4, gdr=True,
+                                                                                       gdr_pci=True, shared=True)),
+    ("Channel 00/0 : 3[3] -> 4[0] [receive] via NET/Socket/1", dict(net="Socket", gdr=False, direction="receive", printer_rank=4)),
+    # 2.30.7: single SHM mode
+    ("Channel 00 : 0[0] -> 1[1] via SHM/direct", dict(transport="SHM", mechanism="direct")),
+]
+
+
+def test_connection_formats_of_every_generation(tmp_path: Path) -> None:
+    info = parse(tmp_path, "".join(P + line + "\n" for line, _ in CONNECTION_FORMATS))
+    rows = conns(info)
+    assert len(rows) == len(CONNECTION_FORMATS)
+    for row, (line, want) in zip(rows, CONNECTION_FORMATS):
+        assert row["transport_detail"] == line.split(" via ", 1)[1]
+        assert {k: row[k] for k in want} == want, line
+        assert row["inter_node"] is (False if row["transport"] in ("P2P", "SHM") else None)
+    assert info["warnings"] == []
+
+
+def test_collnet_formats(tmp_path: Path) -> None:
+    lines = ["Coll 00 : 3 [send] via COLLNET/SHARP/0/GDRDMA", "CollNet 01 : 3 [receive] via COLLNET/SHARP/1",
+             "CollNet 02/1 : 3 [send] via COLLNET/IBext/2/GDRDMA(PCI)"]
+    rows = conns(parse(tmp_path, "".join(P + ln + "\n" for ln in lines)))
+    assert [(r["channel"], r["conn_index"], r["src_rank"], r["dst_rank"], r["transport"], r["net"], r["net_dev"], r["gdr"],
+             r["gdr_pci"], r["inter_node"]) for r in rows] == [
+        (0, None, 3, None, "COLLNET", "SHARP", 0, True, False, True),
+        (1, None, 3, None, "COLLNET", "SHARP", 1, False, False, True),
+        (2, 1, 3, None, "COLLNET", "IBext", 2, True, True, True)]
+
+
+# -- launcher wrappers ---------------------------------------------------------------------------
+
+WRAPPERS = ["", "[1,0]<stdout>:", "[155] ", "(RayTrainWorker pid=615, ip=10.72.7.6) ", "0: ", "> ",
+            "[2025-03-01 10:00:00] ", "2025-03-01T10:00:00.123Z ", "[default0]:", "\x1b[36m(pid=3)\x1b[0m "]
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS)
+def test_prefix_found_behind_any_wrapper(tmp_path: Path, wrapper: str) -> None:
+    text = (f"{wrapper}gpu-7.cluster:123:456 [5] NCCL INFO Channel 01/0 : 3[5] -> 4[6] via P2P/CUMEM\n"
+            f"{wrapper}gpu-7.cluster:123:456 [5] NCCL INFO AllReduce: opCount 1f sendbuff 0x1 recvbuff 0x2 count 10 "
+            f"datatype 9 op 4 root 0 comm 0xabc [nranks=8] stream 0x5\n"
+            f"{wrapper}gpu-7.cluster:123:457 [5] misc/socket.cc:484 NCCL WARN Net : Connection closed by remote peer\n")
+    info = parse(tmp_path, text)
+    (c,) = conns(info)
+    assert (c["host"], c["pid"], c["tid"], c["cuda_dev"], c["channel"], c["src_rank"]) == ("gpu-7.cluster", 123, 456, 5, 1, 3)
+    (coll,) = info["df"]["nccl_colls"].to_dicts()
+    assert (coll["host"], coll["op"], coll["op_count"], coll["datatype_name"], coll["bytes"], coll["redop_name"]) == \
+        ("gpu-7.cluster", "AllReduce", 0x1F, "bfloat16", 20, "avg")
+    (w,) = info["df"]["nccl_warnings"].to_dicts()
+    assert (w["host"], w["tid"], w["src_file"], w["src_line"], w["message"]) == \
+        ("gpu-7.cluster", 457, "misc/socket.cc", 484, "Net : Connection closed by remote peer")
+    assert info["warnings"] == []
+
+
+def test_prefix_stripped_and_bare_messages(tmp_path: Path) -> None:
+    text = ("NCCL version 2.24.3+cuda12.2\nUsing network IB\n"
+            "ncclCommInitRankConfig comm 0x1 rank 2 nranks 8 cudaDev 2 nvmlDev 2 busId 1a000 commId 0x9 - Init START\n"
+            "Channel 00/0 : 2[2] -> 3[3] via P2P/CUMEM\nsome program output\n")
+    info = parse(tmp_path, text)
+    (comm,) = info["df"]["nccl_comms"].to_dicts()
+    assert (comm["host"], comm["rank"], comm["version"], comm["cuda_version"], comm["init_func"]) == \
+        (None, 2, "2.24.3", "12.2", "ncclCommInitRankConfig")
+    assert conns(info)[0]["transport_detail"] == "P2P/CUMEM"
+    assert info["warnings"] == []  # bare lines that are not NCCL's are program output, not "unknown"
+
+
+# -- communicators, attribution, versions --------------------------------------------------------
+
+def test_comm_lifecycle_formats(tmp_path: Path) -> None:
+    lines = [
+        "comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 - Init COMPLETE",  # 2.4
+        "comm 0x2 rank 1 nranks 4 cudaDev 1 busId 1c000 - Init COMPLETE",  # 2.5-2.15
+        "comm 0x3 rank 3 nranks 16 cudaDev 3 nvmlDev 3 busId 3d000 commId 0xaa - Init START",  # 2.18.3-2.20
+        "comm 0x3 rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0",  # 2.20+
+        "ncclCommSplit comm 0x4 rank 1 nranks 2 cudaDev 1 nvmlDev 1 busId 1c000 parent 0x3 color 7 key 1 commId 0xbb - Init START",
+        "ncclCommSplit comm 0x5 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 parent 0x3 splitCount 1 color 7 key 0- Init START",
+        "[Rank 3] ncclCommInitRankConfig comm 0x6 rank 3 nranks 16 cudaDev 3 nvmlDev 3 busId 3d000 commId 0xcc - Init START",
+        "comm 0x3 rank 3 nranks 16 cudaDev 3 busId 3d000 - Destroy COMPLETE",
+        "comm 0x3 rank 3 nranks 16 cudaDev 3 busId 3d000 - Abort COMPLETE",
+        "bootstrapSplit: comm 0x4 parent 0x3 rank 1 nranks 2 color 7 key 1 prev 0 next 0 - DONE",
+    ]
+    rows = parse(tmp_path, "".join(P + ln + "\n" for ln in lines))["df"]["nccl_comms"].sort("line_no").to_dicts()
+    assert [(r["event"], r["comm_ptr"], r["rank"], r["nranks"], r["comm_id"], r["init_func"]) for r in rows] == [
+        ("init_complete", "0x1", 0, 2, None, None), ("init_complete", "0x2", 1, 4, None, None),
+        ("init_start", "0x3", 3, 16, "0xaa", None), ("topology", "0x3", 3, 16, None, None),
+        ("init_start", "0x4", 1, 2, "0xbb", "ncclCommSplit"), ("init_start", "0x5", 0, 2, None, "ncclCommSplit"),
+        ("init_start", "0x6", 3, 16, "0xcc", "ncclCommInitRankConfig"), ("destroy_complete", "0x3", 3, 16, None, None),
+        ("abort_complete", "0x3", 3, 16, None, None), ("split", "0x4", 1, 2, None, None)]
+    start = rows[2]  # nNodes/localRanks of the later topology line are copied onto the comm's other rows
+    assert (start["nnodes"], start["local_ranks"], start["local_rank"], start["nvml_dev"], start["bus_id"]) == (2, 8, 3, 3, "3d000")
+    assert (rows[5]["parent_ptr"], rows[5]["split_color"], rows[5]["split_key"]) == ("0x3", 7, 0)
+
+
+def test_comm_attribution_per_thread_across_blocks(tmp_path: Path) -> None:
+    a, b = "h:1:10 [0] NCCL INFO ", "h:1:11 [1] NCCL INFO "
+    lines = [a + "comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0xc1 - Init START",
+             b + "Channel 00/0 : 1[1] -> 0[0] via P2P/IPC",  # other thread: not attributable
+             a + "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"] + \
+            [a + f"Channel {c:02d}/0 : 0[0] -> 1[1] via P2P/IPC" for c in range(1, 40)] + \
+            [a + "comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0xc1 - Init COMPLETE",
+             a + "Channel 00/1 : 0[0] -> 1[1] via P2P/IPC"]  # after COMPLETE: a runtime connection, not attributable
+    info = parse(tmp_path, "".join(ln + "\n" for ln in lines), block_size=300)  # ~3 lines per read block
+    rows = conns(info)
+    assert [r["comm_id"] for r in rows] == [None] + ["0xc1"] * 40 + [None]
+    assert rows[-1]["line_no"] == len(lines)
+
+
+def test_inter_node_known_from_the_file(tmp_path: Path) -> None:
+    lines = ["a:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 3 cudaDev 0 nvmlDev 0 busId 1000 commId 0xc - Init START",
+             "b:2:2 [0] NCCL INFO comm 0x2 rank 1 nranks 3 cudaDev 0 nvmlDev 0 busId 1000 commId 0xc - Init START",
+             "a:1:3 [1] NCCL INFO comm 0x3 rank 2 nranks 3 cudaDev 1 nvmlDev 1 busId 2000 commId 0xc - Init START",
+             "a:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0",
+             "a:1:3 [1] NCCL INFO Channel 00/0 : 2[1] -> 0[0] [send] via NET/IB/0",  # same host: NET inside a node
+             "a:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 9[0] [send] via NET/IB/0"]  # rank 9's host unknown
+    rows = conns(parse(tmp_path, "\n".join(lines) + "\n"))
+    assert [r["inter_node"] for r in rows] == [True, False, None]
+
+
+def test_version_exact_per_process_and_inferred(tmp_path: Path) -> None:
+    two = ("a:1:1 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\nb:2:2 [0] NCCL INFO NCCL version 2.18.5+cuda12.1\n"
+           "a:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0xc - Init START\n"
+           "b:2:2 [0] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0xc - Init START\n"
+           "c:3:3 [0] NCCL INFO comm 0x3 rank 0 nranks 1 cudaDev 0 nvmlDev 0 busId 1000 commId 0xd - Init START\n")
+    rows = parse(tmp_path, two)["df"]["nccl_comms"].sort("line_no").to_dicts()
+    assert [(r["host"], r["version"]) for r in rows] == [("a", "2.19.3"), ("b", "2.18.5"), ("c", None)]  # never guessed
+    inferred = parse(tmp_path, P + "Channel 02 : 4[31000] -> 7[e3000] via P2P/IPC/read\n" + P + "Using network Socket\n")
+    facts = inferred["df"]["nccl_facts"].to_dicts()
+    assert [(f["key"], f["value"]) for f in facts] == [("version_range", "2.7.3-2.13.x")]
+
+
+def test_every_recorded_fingerprint_is_defined(tmp_path: Path) -> None:
+    """A fingerprint name the parser records but the table lacks would be silently ignored."""
+    import re
+
+    names: set[str] = set()
+    for f in ("nccl_messages.py", "nccl_setup.py", "nccl_topology.py", "nccl_errors.py", "nccl_bulk.py"):
+        text = (Path(nccl_messages.__file__).parent / f).read_text()
+        for call in re.findall(r"(?:fp|fingerprints)\.add\((.*?)\)\n", text, re.S):
+            call = re.sub(r'group\("\w+"\)|== "\w+"|"\w+" in ', "", call)  # literals in the conditions
+            names |= set(re.findall(r'(?<![f\w])"(\w+)"', call))
+    names |= {f"{k}_channel_{v}" for k in ("net", "p2p") for v in ("noci", "ci_busid", "ci_dev")}  # built with f-strings
+    assert len(names) > 40 and names <= set(FINGERPRINTS), names - set(FINGERPRINTS)
+    seen: set[str] = set()
+    for f in sorted(LOGS.glob("*.log")):
+        seen |= set(parse_nccl_log(f)["fingerprints"])
+    assert seen <= set(FINGERPRINTS) and len(seen) > 30
+
+
+def test_version_range_arithmetic() -> None:
+    assert version_range(set()) is None
+    assert version_range({"p2p_channel_ci_dev", "connected_rings_plain"}) == "2.18.3-2.23.x"
+    assert version_range({"init_timings_v22", "connected_rings_pxn"}) is None  # mixed versions: no answer
+    for name, fp in FINGERPRINTS.items():
+        assert fp.hi is None or fp.lo <= fp.hi, name
+
+
+# -- other message families ----------------------------------------------------------------------
+
+def test_net_env_affinity_and_gdr_lines(tmp_path: Path) -> None:
+    lines = ["NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1:2/RoCE [2]mlx5_2:1::3/IB [RO]; OOB ib0:10.0.0.1<0>",
+             "NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'",
+             "GPU Direct RDMA Disabled for GPU 1b000 / HCA 1 (distance 5 > 4)",
+             "Using network IB", "NET/IB : No device found.", "Failed to open libibverbs.so[.1]",
+             "NCCL_IB_HCA set by environment to mlx5_0,mlx5_1", "NCCL_IB_TIMEOUT set by environment to 22.",
+             "NCCL_TOPO_FILE set by environment to /etc/topo.xml.", "Setting affinity for GPU 0 to ffff,ffff0000"]
+    df = parse(tmp_path, "".join(P + ln + "\n" for ln in lines))["df"]
+    ib = df["nccl_net"].filter(pl.col("kind") == "ib_device").to_dicts()
+    assert [(r["dev_index"], r["dev_name"], r["link"], r["features"], r["gdr"], r["relaxed_ordering"]) for r in ib] == [
+        (0, "mlx5_0", "IB", None, True, True), (1, "mlx5_1", "RoCE", ":2", None, True), (2, "mlx5_2", "IB", "::3", None, True)]
+    kinds = df["nccl_net"]["kind"].to_list()
+    assert {"oob_if", "gdr", "gdr_gpu", "selected", "no_device", "ibverbs_missing"} <= set(kinds)
+    env = {r["name"]: r["value"] for r in df["nccl_env"].to_dicts()}
+    assert env == {"NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_IB_TIMEOUT": "22", "NCCL_TOPO_FILE": "/etc/topo.xml."}
+    (aff,) = df["nccl_affinity"].to_dicts()
+    assert (aff["gpu"], aff["cpu_count"]) == (0, 32)
+
+
+def test_warn_formats_and_error_traces(tmp_path: Path) -> None:
+    text = ("h:1:2 [3] transport/net_ib/p2p.cc:688 (ncclIbCompletionEventProcess) NCCL WARN NET/IB: Got completion from peer "
+            "10.0.0.2<4000> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129  localGid ::1 "
+            "remoteGids::2 hca mlx5_3\n"
+            "h:1:2 [3] NCCL INFO transport/net.cc:1302 -> 6\n"
+            "h:1:2 [3] NCCL INFO proxy.cc:878 -> 6 [Progress Thread]\n")
+    info = parse(tmp_path, text)
+    w = info["df"]["nccl_warnings"].sort("line_no").to_dicts()
+    assert (w[0]["func"], w[0]["ib_status"], w[0]["ib_status_name"], w[0]["ib_opcode"], w[0]["ib_vendor_err"], w[0]["ib_hca"],
+            w[0]["ib_local_gid"], w[0]["ib_remote_gid"]) == \
+        ("ncclIbCompletionEventProcess", 12, "IBV_WC_RETRY_EXC_ERR", 0, 129, "mlx5_3", "::1", "::2")
+    assert [(r["return_code"], r["return_name"], r["thread_tag"]) for r in w[1:]] == \
+        [(6, "ncclRemoteError", None), (6, "ncclRemoteError", "Progress Thread")]
+    facts = info["df"]["nccl_facts"].to_dicts()  # core wording of >= 2.29 and the (func) of 2.30.7
+    assert [f["value"] for f in facts if f["key"] == "version_range"] == ["2.30.7+"]
+
+
+def test_timings_both_layouts_and_channels(tmp_path: Path) -> None:
+    lines = ["Init timings: rank 2 nranks 16 total 1.08 (kernels 0.51, bootstrap 0.22, allgathers 0.01, topo 0.28, graphs 0.04, "
+             "connections 0.02, rest 0.01)",
+             "Init timings - ncclCommInitRank: rank 0 nranks 8 total 55.17 (kernels 52.33, alloc 0.42, bootstrap 0.84, allgathers "
+             "0.08, topo 1.10, graphs 0.01, connections 0.39, rest 0.00)",
+             "Trees [0] 1->0->-1/-1/-1 [1] 2/3/-1->0->-1",
+             "Channel 00/02 :    0   1   2   3", "32 coll channels, 32 collnet channels, 16 nvls channels, 32 p2p channels, 2 p2p "
+             "channels per peer", "Connected all rings, use ring PXN 1 GDR 0", "Connected NVLS tree"]
+    df = parse(tmp_path, "".join(P + ln + "\n" for ln in lines))["df"]
+    t = df["nccl_init_timings"].sort("line_no").to_dicts()
+    assert (t[0]["alloc_s"], t[0]["init_func"], t[1]["alloc_s"], t[1]["init_func"], t[1]["kernels_s"]) == \
+        (None, None, 0.42, "ncclCommInitRank", 52.33)
+    ch = df["nccl_channels"].sort("line_no").to_dicts()
+    trees = [r for r in ch if r["kind"] == "tree"]
+    assert [(r["tree_parent"], r["tree_children"]) for r in trees] == [(1, []), (-1, [2, 3])]  # 2.4 and >= 2.5 shapes
+    (ring,) = [r for r in ch if r["kind"] == "ring"]
+    assert (ring["n_channels"], ring["ranks"]) == (2, [0, 1, 2, 3])
+    (summ,) = [r for r in ch if r["kind"] == "summary"]
+    assert (summ["coll_channels"], summ["collnet_channels"], summ["nvls_channels"], summ["p2p_channels_per_peer"]) == (32, 32, 16, 2)
+    assert [(r["detail"], r["ring_pxn"]) for r in ch if r["kind"] == "connected"] == [("all rings", 1), ("NVLS tree", None)]
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+def test_unknown_lines_are_one_warning_per_file(tmp_path: Path) -> None:
+    text = (P + "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n" + P + "Frobnicating the quantum flux capacitor\n"
+            + "ordinary program output mentioning nothing\n" + P + "Frobnicating again\n" + P + "\n")
+    info = parse(tmp_path, text)
+    (w,) = info["warnings"]
+    assert (w["code"], w["count"], w["file"]) == ("unknown_lines", 3, "x.log")
+    assert "x.log" in w["message"] and "Frobnicating the quantum" in w["message"]
+    assert w["byte_offset"] == len((P + "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n").encode())
+    assert len(conns(info)) == 1
+
+
+def test_binary_junk_is_skipped_with_one_warning(tmp_path: Path) -> None:
+    good = (P + "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n").encode()
+    junk = bytes(range(256)) * 4 + b"\n" + b"\x00\x00\xff\xfe garbage\n" + b"\x89PNG\r\n\x1a\n\x00\x00"
+    info = parse(tmp_path, good + junk + b"\n" + good)
+    assert len(conns(info)) == 2
+    assert [w["code"] for w in info["warnings"]] == ["binary_junk"]
+    assert info["warnings"][0]["byte_offset"] == len(good)
+
+
+def test_runaway_line_is_bounded(tmp_path: Path) -> None:
+    good = (P + "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n").encode()
+    info = parse(tmp_path, good + b"x" * (3 << 20) + b"\n" + good, block_size=1 << 20)
+    assert len(conns(info)) == 2 and [w["code"] for w in info["warnings"]] == ["binary_junk"]
+
+
+def test_lines_cut_in_the_middle(tmp_path: Path) -> None:
+    full = P + "Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0/GDRDMA"
+    for cut in range(len(P) - 5, len(full)):
+        info = parse(tmp_path, full[:cut])  # the last line of a killed job's log
+        for df in info["df"].values():
+            assert df.columns  # tables keep their schema whatever was kept
+        assert len(info["warnings"]) <= 1
+
+
+def test_interleaved_ranks_in_one_file(tmp_path: Path) -> None:
+    lines = []
+    for i in range(50):
+        for rank in range(4):
+            lines.append(f"host-{rank // 2}:{100 + rank}:{200 + rank} [{rank % 2}] NCCL INFO Channel {i:02d}/0 : {rank}[{rank % 2}] "
+                         f"-> {(rank + 1) % 4}[{(rank + 1) % 2}] via P2P/IPC")
+    rows = conns(parse(tmp_path, "\n".join(lines) + "\n", block_size=4096))
+    assert len(rows) == 200
+    assert all(r["pid"] == 100 + r["src_rank"] and r["host"] == f"host-{r['src_rank'] // 2}" for r in rows)
+
+
+def test_gzip_and_truncated_gzip(tmp_path: Path) -> None:
+    text = (LOGS / "roce_gdr_2node_16gpu_1proc_per_node_v2.10.3.log").read_bytes()
+    plain = parse(tmp_path, text)
+    gz = parse(tmp_path, gzip.compress(text), name="x.log.gz")
+    for k in plain["df"]:
+        assert plain["df"][k].drop("file").equals(gz["df"][k].drop("file"))
+    cut = parse(tmp_path, gzip.compress(text)[:-40], name="cut.log.gz")
+    codes = [w["code"] for w in cut["warnings"]]  # the cut last line may also be an unknown (partial) line
+    assert cut["partial"] and "truncated_gzip" in codes and set(codes) <= {"truncated_gzip", "unknown_lines"}
+    assert 0 < cut["df"]["nccl_connections"].height <= plain["df"]["nccl_connections"].height
+
+
+def test_empty_and_unreadable(tmp_path: Path) -> None:
+    info = parse(tmp_path, b"")
+    assert info["lines"] == 0 and info["warnings"] == [] and all(df.height == 0 for df in info["df"].values())
+    with pytest.raises(IngestError, match="cannot be read"):
+        parse_nccl_log(tmp_path)  # a directory
+
+
+def test_nccl_tests_output(tmp_path: Path) -> None:
+    text = ("#  Rank  0 Group  0 Pid   1234 on    node-1 device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n"
+            "        1024           256     float     sum      -1    10.50    0.10    0.18    N/A    10.40    0.10    0.18      0\n"
+            + P + "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
+            "        2048           512     float     sum      -1    11.00    0.19    0.35      0    11.10    0.18    0.35      0\n"
+            "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0.2656\n     7 not a result row\n")
+    df = parse(tmp_path, text)["df"]
+    rows = df["nccl_tests_results"].sort("line_no").to_dicts()
+    assert [(r["size_bytes"], r["oop_wrong"], r["ip_wrong"]) for r in rows] == [(1024, None, 0), (2048, 0, 0)]
+    (rank,) = df["nccl_tests_ranks"].to_dicts()
+    assert (rank["rank"], rank["host"], rank["pid"], rank["bus"], rank["gpu_name"]) == (0, "node-1", 1234, "0x1b", "NVIDIA H100 80GB HBM3")
+
+
+def test_all_real_logs_agree_between_paths_and_over_small_blocks(tmp_path: Path) -> None:
+    for f in sorted(LOGS.glob("*.log")):
+        text = f.read_bytes()
+        whole = parse(tmp_path, text)
+        small = parse(tmp_path, text, block_size=97)  # lines cut across many blocks
+        for k in whole["df"]:
+            a, b = whole["df"][k], small["df"][k]
+            if "line_no" in a.columns:
+                a, b = a.sort("line_no", maintain_order=True), b.sort("line_no", maintain_order=True)
+            assert_frame_equal(a, b)
+
+
+def test_docs_cover_tables_views_and_fingerprints() -> None:
+    from stallscope.store.sqldoc import parse_sql_file
+
+    root = Path(nccl_messages.__file__).resolve().parents[2]
+    doc = (root / "docs" / "nccl.md").read_text()
+    views = [v.name for v in parse_sql_file(root / "stallscope" / "store" / "sql" / "20_nccl.sql") if not v.helper]
+    for name in [s.name for s in NCCL_TABLES] + views + [f"`{k}`" for k in FINGERPRINTS]:
+        assert name in doc, name
+    assert "## NCCL log parsing" in (root / "docs" / "benchmarks.md").read_text()
+
