@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.synchronization._shared import MIN_LOST
+from stallscope.rules.synchronization._shared import MIN_LOST, minimal_culprits
 
 
 class JitterAmplification(Rule):
@@ -32,8 +32,9 @@ class JitterAmplification(Rule):
         checkpointing).
 
     Options:
-        Reported when no straggler or slow host explains the waiting, and the what-if gain is at
-        least 1 % of the job time.
+        Reported when the what-if gain is at least 1 % of the job time and no small set of
+        stragglers explains half of it (ranks that are late in many steps by chance do not make a
+        straggler when a dozen others take turns too).
     """
 
     code = "SYN003"
@@ -42,19 +43,20 @@ class JitterAmplification(Rule):
 
     def check(self, ctx: Context) -> list[Finding]:
         ls = ctx.late_sets
-        if ls.persistent:
-            return []
         n = ctx.d.ranks.height
         if n < 3 or ctx.n_steps < 2:
             return []
-        # a dominant intermittent rank is SYN002, not jitter
+        lost = ctx.lost_to_jitter()
+        if lost is None or lost < MIN_LOST:
+            return []
+        # a few ranks that explain most of the waiting are stragglers (SYN001/002/004), not jitter
+        few = minimal_culprits(ctx, ls.persistent) if ls.persistent else []
+        if few and (ctx.lost_if_like_peers(few) or 0.0) >= 0.5 * lost:
+            return []
         if ls.events and ls.distinct < max(3, 0.2 * n):
             counts = sorted((len(v) for v in ls.intermittent.values()), reverse=True)
             if counts and sum(counts[:2]) >= 0.6 * ls.events:
                 return []
-        lost = ctx.lost_to_jitter()
-        if lost is None or lost < MIN_LOST:
-            return []
         f = ctx.features
         last_top = float(f["last_share"].max() or 0.0)
         wait_med = float(f["sync_wait_frac"].median() or 0.0)
