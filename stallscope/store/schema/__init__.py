@@ -57,13 +57,20 @@ class TableSpec:
 
 
 _REGISTRY: dict[str, TableSpec] = {}
+_FAMILY: dict[str, str] = {}
+#: documentation order of the table families (modules of this package)
+FAMILIES = ("trace", "nccl", "manifest", "ingest", "analysis")
 
 
 def register(*specs: TableSpec) -> None:
+    import sys
+
+    family = sys._getframe(1).f_globals.get("__name__", "").rsplit(".", 1)[-1]
     for spec in specs:
         if spec.name in _REGISTRY and _REGISTRY[spec.name] != spec:
             raise RuntimeError(f"table {spec.name} registered twice with different specs")
         _REGISTRY[spec.name] = spec
+        _FAMILY[spec.name] = family
 
 
 def tables() -> dict[str, TableSpec]:
@@ -75,7 +82,9 @@ def tables() -> dict[str, TableSpec]:
     from stallscope.store.schema import ingest  # noqa: F401
     from stallscope.store.schema import analysis  # noqa: F401
 
-    return dict(_REGISTRY)
+    order = {f: i for i, f in enumerate(FAMILIES)}
+    names = sorted(_REGISTRY, key=lambda n: (order.get(_FAMILY.get(n, ""), len(order)), list(_REGISTRY).index(n)))
+    return {n: _REGISTRY[n] for n in names}
 
 
 def table(name: str) -> TableSpec:
