@@ -32,7 +32,7 @@ from stallscope.samples.kineto_writer import Clock, TraceWriter, kineto_base_ns
 from stallscope.samples.model import Job, build_job
 from stallscope.samples.nccl_writer import LogOptions, NcclLogWriter
 from stallscope.samples.physics import SimResult, simulate
-from stallscope.samples.scenarios import SCENARIOS, Ctx, Knobs, resolve_knobs
+from stallscope.samples.scenarios import RANK_LEVEL, SCENARIOS, Ctx, Knobs, resolve_knobs
 from stallscope.samples.schedule import ModelSpec, build_programs, build_spec, expected_counts
 from stallscope.samples.truth import GroundTruth
 from stallscope.samples.versions import version
@@ -49,10 +49,11 @@ class _Run:
     def __init__(self, job: Job, spec: ModelSpec, steps: int, seed: int, t0: int, nccl_launch: tuple[str, str, int]):
         self.job, self.spec, self.steps, self.seed, self.t0 = job, spec, steps, seed, t0
         self.launch = nccl_launch
+        self.cache: dict[tuple, list[tuple]] = {}
 
     def sim(self, faults: list[F.Fault], *, record: bool) -> tuple[SimResult, F.Effects]:
         eff = F.effects_for(self.job, self.steps, faults)
-        progs = build_programs(self.job, self.spec, eff, steps=self.steps, seed=self.seed)
+        progs = build_programs(self.job, self.spec, eff, steps=self.steps, seed=self.seed, cache=self.cache)
         res = simulate(self.job, progs, eff, seed=self.seed, t0=self.t0, noise=self.spec.noise, record=record,
                        nccl_launch=self.launch)
         return res, eff
@@ -152,9 +153,15 @@ def generate(scenario: str, *, out: str | Path, seed: int, name: str | None = No
     if scenario == "two_faults":
         sev_p = "severe" if k.severity == "subtle" else str(k.severity)
         primary = _draw(str(k.primary), job, steps, sev_p, None, frng, step_ns, k, k.culprit_rank, k.culprit_host)
-        # the secondary gets its own culprit (another host when it is host-level)
-        c_host = (int(k.culprit_host) + 1) % job.n_nodes if job.n_nodes > 1 else int(k.culprit_host)  # type: ignore[arg-type]
-        c_rank = int(c_host * job.gpus_per_node + frng.integers(0, job.gpus_per_node))
+        # where the secondary acts: on the primary's culprit when both are about late ranks
+        # (so its cost adds up), else on another host
+        if k.secondary in RANK_LEVEL and SCENARIOS[str(k.primary)].cause in ("synchronization", "locality"):
+            c_host = int(k.culprit_host)  # type: ignore[arg-type]
+            c_rank = int(k.culprit_rank) if SCENARIOS[str(k.primary)].cause == "synchronization" else \
+                int(c_host * job.gpus_per_node + frng.integers(0, job.gpus_per_node))  # type: ignore[arg-type]
+        else:
+            c_host = (int(k.culprit_host) + 1) % job.n_nodes if job.n_nodes > 1 else int(k.culprit_host)  # type: ignore[arg-type]
+            c_rank = int(c_host * job.gpus_per_node + frng.integers(0, job.gpus_per_node))
         secondary = _draw(str(k.secondary), job, steps, "subtle", None, frng, step_ns, k, c_rank, c_host)
         pf, sf = primary[0], secondary[0]
         if k.magnitude is None:
@@ -165,12 +172,15 @@ def generate(scenario: str, *, out: str | Path, seed: int, name: str | None = No
             full, _ = run.sim(faults, record=False)
             lp = _lost(full, run.sim([faults[1]], record=False)[0])
             ls = _lost(full, run.sim([faults[0]], record=False)[0])
-            if lp >= 2 * ls and lp > 0:
+            if lp >= 2 * ls and lp > 0 and (ls >= 0.005 or isinstance(faults[1], _FIXED)):
                 break
-            if isinstance(faults[1], _FIXED):
-                faults[0] = _scaled(faults[0], 1.6)
-            else:
-                faults[1] = _scaled(faults[1], 0.5)
+            if lp < 2 * ls:
+                if isinstance(faults[1], _FIXED):
+                    faults[0] = _scaled(faults[0], 1.6)
+                else:
+                    faults[1] = _scaled(faults[1], 0.5)
+            else:  # the secondary costs nothing measurable: make it bigger
+                faults[1] = _scaled(faults[1], 2.0)
         secondary_fault = faults[1]
     else:
         faults = SCENARIOS[scenario].make(Ctx(job=job, steps=steps, severity=str(k.severity), magnitude=k.magnitude,

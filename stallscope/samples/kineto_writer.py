@@ -53,8 +53,15 @@ def kineto_base_ns(wall_ns: int) -> int:
     return (s // TRIMONTH_S) * TRIMONTH_S * 1_000_000_000
 
 
+_QUOTED: dict[str, str] = {}
+
+
 def _q(s: str) -> str:
-    return json.dumps(s)
+    """JSON string literal (cached: the same few hundred names repeat millions of times)."""
+    got = _QUOTED.get(s)
+    if got is None:
+        got = _QUOTED[s] = json.dumps(s)
+    return got
 
 
 _DTYPE_TYPE = {"BFloat16": "c10::BFloat16", "Float": "float", "Half": "c10::Half", "Long": "long int", "Byte": "unsigned char"}
@@ -193,14 +200,13 @@ class TraceWriter:
             a(f'{{"ph": "X", "cat": "{cat}", "name": {_q(name)}, "pid": {pid}, "tid": {tid}, "ts": {ts(t0)}, "dur": {dur(t1 - t0)}, "args": {{{body}}}}}')
         # ProfilerStep spans on the main thread
         steps = rec.steps
-        base_ext = 1
-        for i, (n, t0) in enumerate(steps):
+        for i, (n, t0, sext) in enumerate(steps):
             t1 = steps[i + 1][1] if i + 1 < len(steps) else rec.end
             label = self.step_label(n)
             if old:
-                body = f'"Trace name": "PyTorch Profiler", "Trace iteration": 0, "External id": {base_ext + i}, "Profiler Event Index": {len(cpu) + i}, "Module Hierarchy": "", "Call stack": ""'
+                body = f'"Trace name": "PyTorch Profiler", "Trace iteration": 0, "External id": {sext}, "Profiler Event Index": {len(cpu) + i}, "Module Hierarchy": "", "Call stack": ""'
             else:
-                body = f'"External id": {base_ext + i}, "Record function id": {base_ext + i}, "Ev Idx": {len(cpu) + i}'
+                body = f'"External id": {sext}, "Record function id": {sext}, "Ev Idx": {len(cpu) + i}'
             a(f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{label}", "pid": {pid}, "tid": {tids[0]}, "ts": {ts(t0)}, "dur": {dur(t1 - t0)}, "args": {{{body}}}}}')
         # runtime calls, GPU activities and their flows
         fcat, fname = ("async_cpu_to_gpu", "async_gpu") if old else ("ac2g", "ac2g")

@@ -198,7 +198,7 @@ class Job:
 _HOST_STYLES = ("node", "gpu", "ip", "dgx", "k8s", "hgx")
 
 
-def host_names(n: int, style: str, rng: np.random.Generator) -> list[str]:
+def host_names(n: int, style: str, rng: np.random.Generator, gpu_tag: str = "h100") -> list[str]:
     """Realistic host names in one of a few naming styles."""
     if style == "node":
         return [f"node-{i:02d}" for i in range(n)]
@@ -215,7 +215,7 @@ def host_names(n: int, style: str, rng: np.random.Generator) -> list[str]:
         job = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz0123456789"), 5))
         return [f"trainjob-{job}-worker-{i}" for i in range(n)]
     start = int(rng.integers(1, 90))
-    return [f"hgx-h100-{start + i:03d}" for i in range(n)]
+    return [f"hgx-{gpu_tag}-{start + i:03d}" for i in range(n)]
 
 
 def _comm_id(seed: int, name: str) -> int:
@@ -234,7 +234,7 @@ def build_job(*, rng: np.random.Generator, seed: int, nodes: int, gpus_per_node:
         gpu = str(rng.choice(["A100-80", "A100-40", "H100"], p=[0.4, 0.2, 0.4]))
     gm = GPUS[gpu]
     style = host_style or str(rng.choice(_HOST_STYLES))
-    names = host_names(nodes, style, rng)
+    names = host_names(nodes, style, rng, "h100" if gm.key == "H100" else "a100")
     if network is None:
         network = str(rng.choice(["IB", "RoCE"], p=[0.65, 0.35]))
     nics = int(rng.choice([1, 2, 4, 8] if gpus_per_node == 8 else [1, 2, 4], p=[0.2, 0.3, 0.3, 0.2] if gpus_per_node == 8 else [0.3, 0.4, 0.3]))

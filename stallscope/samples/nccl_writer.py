@@ -57,7 +57,7 @@ class NcclLogWriter:
         for r in range(job.world):
             base = int(rng.integers(0x5500_0000_0000, 0x5600_0000_0000))
             for k, g in enumerate(job.groups_of(r)):
-                self.comm_ptr[(r, g.name)] = f"0x{base + k * int(rng.integers(0x1000, 0x90000)):x}"
+                self.comm_ptr[(r, g.name)] = f"0x{(base + k * int(rng.integers(0x1000, 0x90000))) & ~0xF:x}"
         self.cuda_driver = int(v.cuda.replace(".", "")[:2]) * 1000 + int(v.cuda.split(".")[1]) * 10 + 20
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ class NcclLogWriter:
             intra_t = "NVL" if self.eff.p2p.get(rk.host, True) else "SYS"
             bw_intra = 40.0 if job.gpu.key != "H100" else 80.0
             if inter:
-                bw_inter = job.network.per_nic_busbw if not self.socket else 1.0
+                bw_inter = float(round(job.network.link_gbps / 8 * 0.96)) if not self.socket else 1.0
                 if "degraded_nic" in hints:
                     bw_inter *= 0.5
                 inter_t = "SYS" if "cross_socket" in hints else "PIX"
@@ -197,7 +197,7 @@ class NcclLogWriter:
                 a(f"{P} INFO Pattern 4, crossNic 0, nChannels {nch}, bw {bw_intra:.6f}/{bw_intra:.6f}, type {intra_t}/PIX, sameChannels 1")
         if gr == 0 and n > 1:
             for c in range(nch):
-                head = f"{P} INFO Channel {c:02d}/{nch:02d} :"
+                head = f"{P} INFO Channel {c:02d}/{nch:02d} : "
                 ranks = list(range(n))
                 if v >= (2, 23, 0):
                     line = head + "".join(f"{x:4d}" for x in ranks)

@@ -142,8 +142,8 @@ class RankRecord:
     cpu: list[tuple] = field(default_factory=list)  #: (cat, name, thread, t0, t1, ext, args)
     runtime: list[tuple] = field(default_factory=list)  #: (name, cat, thread, t0, dur, corr, ext, cbid)
     gpu: list[tuple] = field(default_factory=list)  #: (name, stream, t0, dur, corr, ext, kind, info)
-    colls: list[tuple] = field(default_factory=list)  #: (Coll, seq, p2p_seq, ext, corr, kernel index)
-    steps: list[tuple[int, int]] = field(default_factory=list)  #: (step, start)
+    colls: list[tuple] = field(default_factory=list)  #: (Coll, seq, ext, corr, kernel index)
+    steps: list[tuple[int, int, int]] = field(default_factory=list)  #: (step, start, External id)
     end: int = 0
 
 
@@ -402,8 +402,9 @@ class Engine:
                     self.step_end[r, step] = cpu
                 step = op[1]
                 self.step_start[r, step] = cpu
+                ext += 1
                 if record:
-                    rec.steps.append((step, cpu))
+                    rec.steps.append((step, cpu, ext))
                 cpu += 2000
         if step >= 0:
             self.step_end[r, step] = cpu

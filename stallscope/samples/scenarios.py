@@ -181,8 +181,8 @@ def _p2p(ctx: Ctx) -> list[F.Fault]:
 
 
 def _cross(ctx: Ctx) -> list[F.Fault]:
-    cpu = _mag(ctx, {"subtle": (1.6, 2.2), "moderate": (3.0, 5.0), "severe": (7.0, 12.0)})
-    bw = {"subtle": 0.7, "moderate": 0.5, "severe": 0.35}[ctx.severity]
+    cpu = _mag(ctx, {"subtle": (2.5, 3.5), "moderate": (5.0, 8.0), "severe": (10.0, 16.0)})
+    bw = {"subtle": 0.8, "moderate": 0.65, "severe": 0.5}[ctx.severity]
     return [F.CrossSocketNic(host=ctx.culprit_host, bw_factor=bw, cpu_factor=cpu)]
 
 
@@ -206,12 +206,17 @@ TWO_FAULT_PAIRS: tuple[tuple[str, str], ...] = (
     ("compute_straggler", "degraded_nic"),
     ("degraded_nic", "intermittent_straggler"),
     ("socket_fallback", "host_stall_straggler"),
-    ("host_stall_straggler", "compute_straggler"),
-    ("p2p_disabled_one_host", "intermittent_straggler"),
-    ("cross_socket_nic_one_host", "compute_straggler"),
     ("host_stall_straggler", "degraded_nic"),
+    ("p2p_disabled_one_host", "degraded_nic"),
+    ("p2p_disabled_one_host", "intermittent_straggler"),
+    ("cross_socket_nic_one_host", "intermittent_straggler"),
     ("compute_straggler", "jitter_amplification"),
+    ("host_stall_straggler", "compute_straggler"),
 )
+#: secondaries that act on one rank: with a synchronization or locality primary they are put on
+#: the primary's culprit (rank, or a rank of its host), where their cost adds up instead of being
+#: absorbed by the time everyone already waits for the primary
+RANK_LEVEL = ("compute_straggler", "host_stall_straggler", "intermittent_straggler")
 
 
 def resolve_knobs(scenario: str, knobs: Knobs, rng: np.random.Generator) -> Knobs:

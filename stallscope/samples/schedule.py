@@ -134,6 +134,11 @@ def build_spec(job: Job, rng: np.random.Generator, *, detail: str, noise: str, s
         bw = intra if p == "hsdp" else eff
         # one layer's all-gather ~ 40-75% of its forward
         ag_bytes = int(float(rng.uniform(0.4, 0.75)) * (t_layer / 1e9) * bw * 1e9 / ((m - 1) / m))
+        if p == "hsdp" and N > 1:
+            # and the all-reduce of its gradient shard across hosts (one member per host, so 1/G of
+            # the host's NICs) ~ 30-60% of the layer's backward
+            cap = float(rng.uniform(0.3, 0.6)) * (t_layer * bwd_ratio / 1e9) * inter * 1e9 / (2 * (N - 1) / N)
+            ag_bytes = int(min(ag_bytes, cap))
     if p == "pipeline":
         # one activation send per micro-batch ~ 5-15% of the micro-batch's stage forward
         per_mb = t_layer * layers / job.microbatches
@@ -367,17 +372,34 @@ def _nelems(nbytes: int, dtype: str) -> int:
     return max(1, nbytes // _DTYPE_BYTES[dtype])
 
 
-def build_programs(job: Job, spec: ModelSpec, eff: Effects, *, steps: int, seed: int) -> list[list[tuple]]:
-    """One program per rank."""
+def rank_signature(eff: Effects, r: int) -> tuple:
+    """Everything in ``eff`` a rank's program depends on (programs with equal signatures are equal)."""
+    def arr(d: dict[int, np.ndarray]) -> tuple | None:
+        a = d.get(r)
+        return None if a is None else tuple(a.tolist())
+    return (arr(eff.compute_scale), arr(eff.host_delay), eff.host_delay_kind.get(r), eff.cpu_scale.get(r),
+            eff.h2d_scale.get(r), arr(eff.hidden_cpu))
+
+
+def build_programs(job: Job, spec: ModelSpec, eff: Effects, *, steps: int, seed: int,
+                   cache: dict[tuple, list[tuple]] | None = None) -> list[list[tuple]]:
+    """One program per rank. ``cache`` (keyed by rank and :func:`rank_signature`) lets what-if runs
+    rebuild only the ranks a fault touches."""
     fn = {"ddp": _ddp, "fsdp": _fsdp, "hsdp": _hsdp, "tp_dp": _tp_dp, "pipeline": _pipeline}[job.parallelism]
     progs = []
     for r in range(job.world):
+        key = (r, rank_signature(eff, r))
+        if cache is not None and key in cache:
+            progs.append(cache[key])
+            continue
         b = Builder(job, spec, eff, r, seed, nccl_streams(job, r))
         for s in range(steps):
             b.step_start(s)
             fn(b, job, spec, r)
             b.step_end()
         progs.append(b.ops)
+        if cache is not None:
+            cache[key] = b.ops
     return progs
 
 
