@@ -88,3 +88,36 @@ def pack(files: dict[str, bytes], dest: Path, container: str) -> str:
                 zf.writestr(zi, files[n])
         return path.name
     raise ValueError(f"unknown container {container!r}")
+
+
+def read_files(bundle: str | Path) -> dict[str, bytes]:
+    """Every file of a bundle (dir, .tar.gz or .zip) as relative path -> raw bytes, with the
+    top-level ``bundle/`` folder of archives stripped. For tests and tools that check the
+    written files directly, without going through ingest."""
+    bundle = Path(bundle)
+    out: dict[str, bytes] = {}
+    if bundle.is_dir():
+        for p in sorted(bundle.rglob("*")):
+            if p.is_file():
+                out[p.relative_to(bundle).as_posix()] = p.read_bytes()
+    elif bundle.name.endswith((".tar.gz", ".tgz", ".tar")):
+        with tarfile.open(bundle) as tf:
+            for m in tf:
+                f = tf.extractfile(m) if m.isfile() else None
+                if f is not None:
+                    out[m.name.removeprefix("bundle/")] = f.read()
+    else:
+        with zipfile.ZipFile(bundle) as zf:
+            for n in zf.namelist():
+                if not n.endswith("/"):
+                    out[n.removeprefix("bundle/")] = zf.read(n)
+    return out
+
+
+def load_json(data: bytes) -> dict:
+    """A trace file's JSON (gunzipped when needed)."""
+    import json
+
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return json.loads(data)

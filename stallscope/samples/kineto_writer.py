@@ -218,9 +218,9 @@ class TraceWriter:
             launch_of[corr] = (thread, t0)
         for name, stream, t0, d, corr, ext, kind, info in rec.gpu:
             if kind == "nccl":
-                c: Coll = info
+                c, cs_own = info  # the instance (shared timing) and this member's own call
                 d = c.ends[self.rank] - t0
-                name, body = self._nccl_kernel(c, corr, ext, stream)
+                name, body = self._nccl_kernel(c, cs_own, corr, ext, stream)
             elif kind == "memcpy":
                 bw = info / max(d, 1)
                 body = f'"External id": {ext}, "device": {dev}, "context": 1, "stream": {stream}, "correlation": {corr}, "bytes": {info}, "memory bandwidth (GB/s)": {bw:.6g}'
@@ -245,8 +245,7 @@ class TraceWriter:
         a(f'{{"ph": "s", "id": {corr}, "pid": {self.pid}, "tid": {self.tids[lt[0]]}, "ts": {self.ts(lt[1])}, "cat": "{fcat}", "name": "{fname}"{sbp}}}')
         a(f'{{"ph": "f", "id": {corr}, "pid": {dev}, "tid": {stream}, "ts": {self.ts(t0)}, "cat": "{fcat}", "name": "{fname}", "bp": "e"}}')
 
-    def _nccl_kernel(self, c: Coll, corr: int, ext: int, stream: int) -> tuple[str, str]:
-        cs = c.spec
+    def _nccl_kernel(self, c: Coll, cs: CollSpec, corr: int, ext: int, stream: int) -> tuple[str, str]:
         inter = len({self.job.ranks[r].host for r in c.group.ranks}) > 1
         algo, proto = K.nccl_algo_proto(cs.op, cs.nbytes, inter, c.n)
         name = K.nccl_kernel_name(self.nccl, cs.op, cs.dtype, algo, proto)

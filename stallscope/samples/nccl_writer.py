@@ -63,7 +63,7 @@ class NcclLogWriter:
     # -- helpers ---------------------------------------------------------------------------------
     def _prefix(self, r: int, tid: int) -> str:
         rk = self.job.ranks[r]
-        return f"{self.job.hosts[rk.host].name}:{rk.pid}:{tid} [{rk.local}] NCCL"
+        return f"{self.job.hosts[rk.host].name}:{rk.pid}:{tid} [{rk.local}]"
 
     def _bracket(self, r: int) -> str:
         rk = self.job.ranks[r]
@@ -93,7 +93,7 @@ class NcclLogWriter:
         out: list[str] = []
         a = out.append
         if v >= (2, 14, 0):
-            a(f"{P} INFO cudaDriverVersion {self.cuda_driver}")
+            a(f"{P} NCCL INFO cudaDriverVersion {self.cuda_driver}")
         env = dict(opts.env)
         if "p2p_disable_env" in hints:
             env["NCCL_P2P_DISABLE"] = "1"
@@ -105,35 +105,35 @@ class NcclLogWriter:
         for k in sorted(env):
             val = env[k]
             dot = "." if val.lstrip("-").isdigit() else ""
-            a(f"{P} INFO {k} set by environment to {val}{dot}")
+            a(f"{P} NCCL INFO {k} set by environment to {val}{dot}")
         boot = "Bootstrap: Using" if v >= (2, 23, 0) else "Bootstrap : Using"
-        a(f"{P} INFO {boot} {host.socket_if}:{host.ip}<0>")
+        a(f"{P} NCCL INFO {boot} {host.socket_if}:{host.ip}<0>")
         if v >= (2, 21, 0):
-            a(f"{P} INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.")
+            a(f"{P} NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.")
         elif v >= (2, 19, 0):
-            a(f"{P} INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: No such file or directory No plugin found (libnccl-net.so), using internal implementation")
+            a(f"{P} NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: No such file or directory No plugin found (libnccl-net.so), using internal implementation")
         else:
-            a(f"{P} INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation")
-        a(f"{P} INFO NCCL version {v.full}")
+            a(f"{P} NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation")
+        a(f"{P} NCCL INFO NCCL version {v.full}")
         tinit = main + int(self.rng.integers(40, 400))
         Q = self._prefix(r, tinit)
         if self.socket:
             if reason == "no_verbs":
-                a(f"{Q} INFO Failed to open libibverbs.so[.1]")
-            a(f"{Q} INFO NET/Socket : Using [0]{host.socket_if}:{host.ip}<0>")
+                a(f"{Q} NCCL INFO Failed to open libibverbs.so[.1]")
+            a(f"{Q} NCCL INFO NET/Socket : Using [0]{host.socket_if}:{host.ip}<0>")
             if v >= (2, 19, 0):
-                a(f"{Q} INFO Using non-device net plugin version 0")
-            a(f"{Q} INFO Using network Socket")
+                a(f"{Q} NCCL INFO Using non-device net plugin version 0")
+            a(f"{Q} NCCL INFO Using network Socket")
         else:
             kind = "RoCE" if job.network.kind == "RoCE" else "IB"
             devs = " ".join(f"[{i}]{n}:1/{kind}" for i, n in enumerate(host.nics))
             ro = " [RO]" if v >= (2, 12, 0) else " "
-            a(f"{Q} INFO NET/IB : Using {devs}{ro}; OOB {host.socket_if}:{host.ip}<0>")
+            a(f"{Q} NCCL INFO NET/IB : Using {devs}{ro}; OOB {host.socket_if}:{host.ip}<0>")
             if opts.socket_line_in_ib:
-                a(f"{Q} INFO NET/Socket : Using [0]{host.socket_if}:{host.ip}<0>")
+                a(f"{Q} NCCL INFO NET/Socket : Using [0]{host.socket_if}:{host.ip}<0>")
             if v >= (2, 19, 0):
-                a(f"{Q} INFO Using non-device net plugin version 0")
-            a(f"{Q} INFO Using network IB")
+                a(f"{Q} NCCL INFO Using non-device net plugin version 0")
+            a(f"{Q} NCCL INFO Using network IB")
         if rk.host in opts.harmless_warn_hosts and opts.red_herrings:
             a("")
             a(f"{Q} misc/nvmlwrap.cc:274 NCCL WARN nvmlDeviceGetNvLinkCapability() failed: Not Supported")
@@ -168,13 +168,13 @@ class NcclLogWriter:
         else:
             ident += f" busId {rk.bus_id}"
         if v.init_start:
-            a(f"{P} INFO {fn}{ident} - Init START")
+            a(f"{P} NCCL INFO {fn}{ident} - Init START")
         hints = self.hints.get(rk.host, [])
         socket = job.socket_of_gpu(rk.local)
         if "cross_socket" in hints:
             socket = 1 - socket  # processes pinned to the far NUMA node (with the NICs)
         if g.name == "0" or g.kind == "p2p" or n > 1:
-            a(f"{P} INFO Setting affinity for GPU {rk.local} to {job.cpu_mask(rk.host, socket)}")
+            a(f"{P} NCCL INFO Setting affinity for GPU {rk.local} to {job.cpu_mask(rk.host, socket)}")
         hosts = {job.ranks[x].host for x in g.ranks}
         inter = len(hosts) > 1
         if inter:
@@ -190,14 +190,14 @@ class NcclLogWriter:
                 if "degraded_nic" in hints:
                     bw_inter *= 0.5
                 inter_t = "SYS" if "cross_socket" in hints else "PIX"
-                a(f"{P} INFO Pattern 4, crossNic 0, nChannels {nch // 2}, bw {bw_intra:.6f}/{bw_inter:.6f}, type {intra_t}/{inter_t}, sameChannels 1")
+                a(f"{P} NCCL INFO Pattern 4, crossNic 0, nChannels {nch // 2}, bw {bw_intra:.6f}/{bw_inter:.6f}, type {intra_t}/{inter_t}, sameChannels 1")
                 if "cross_socket" in hints:
-                    a(f"{P} INFO GPU Direct RDMA Disabled for GPU {rk.bus_id} / HCA {job.nic_of_gpu(rk.local)} (distance 6 > 3)")
+                    a(f"{P} NCCL INFO GPU Direct RDMA Disabled for GPU {rk.bus_id} / HCA {job.nic_of_gpu(rk.local)} (distance 6 > 3)")
             else:
-                a(f"{P} INFO Pattern 4, crossNic 0, nChannels {nch}, bw {bw_intra:.6f}/{bw_intra:.6f}, type {intra_t}/PIX, sameChannels 1")
+                a(f"{P} NCCL INFO Pattern 4, crossNic 0, nChannels {nch}, bw {bw_intra:.6f}/{bw_intra:.6f}, type {intra_t}/PIX, sameChannels 1")
         if gr == 0 and n > 1:
             for c in range(nch):
-                head = f"{P} INFO Channel {c:02d}/{nch:02d} : "
+                head = f"{P} NCCL INFO Channel {c:02d}/{nch:02d} : "
                 ranks = list(range(n))
                 if v >= (2, 23, 0):
                     line = head + "".join(f"{x:4d}" for x in ranks)
@@ -205,29 +205,29 @@ class NcclLogWriter:
                 else:
                     a(head + "".join(f"{x:4d}" for x in ranks[:20]))
         if n > 1:
-            a(f"{P} INFO Trees " + " ".join(f"[{c}] {self._tree(g, gr)}" for c in range(min(nch, 4))))
+            a(f"{P} NCCL INFO Trees " + " ".join(f"[{c}] {self._tree(g, gr)}" for c in range(min(nch, 4))))
             if v >= (2, 12, 0):
-                a(f"{P} INFO P2P Chunksize set to {131072 if inter else 524288}")
+                a(f"{P} NCCL INFO P2P Chunksize set to {131072 if inter else 524288}")
             out.extend(self._connections(r, g, gr, n, nch, P))
             if v >= (2, 24, 0):
-                a(f"{P} INFO Connected all rings, use ring PXN 0 GDR {1 if self._gdr(rk.host) and inter else 0}")
+                a(f"{P} NCCL INFO Connected all rings, use ring PXN 0 GDR {1 if self._gdr(rk.host) and inter else 0}")
             else:
-                a(f"{P} INFO Connected all rings")
-            a(f"{P} INFO Connected all trees")
-            a(f"{P} INFO threadThresholds 8/8/64 | {n * 8}/8/64 | 512 | 512" if v >= (2, 12, 0) else f"{P} INFO threadThresholds 8/8/64 | {n * 8}/8/64 | 8/8/512")
+                a(f"{P} NCCL INFO Connected all rings")
+            a(f"{P} NCCL INFO Connected all trees")
+            a(f"{P} NCCL INFO threadThresholds 8/8/64 | {n * 8}/8/64 | 512 | 512" if v >= (2, 12, 0) else f"{P} NCCL INFO threadThresholds 8/8/64 | {n * 8}/8/64 | 8/8/512")
             if v >= (2, 20, 0):
-                a(f"{P} INFO {nch} coll channels, 0 collnet channels, 0 nvls channels, {nch} p2p channels, {max(1, nch // 4)} p2p channels per peer")
+                a(f"{P} NCCL INFO {nch} coll channels, 0 collnet channels, 0 nvls channels, {nch} p2p channels, {max(1, nch // 4)} p2p channels per peer")
             else:
-                a(f"{P} INFO {nch} coll channels, {nch} p2p channels, {max(1, nch // 4)} p2p channels per peer")
-        a(f"{P} INFO {fn}{ident} - Init COMPLETE")
+                a(f"{P} NCCL INFO {nch} coll channels, {nch} p2p channels, {max(1, nch // 4)} p2p channels per peer")
+        a(f"{P} NCCL INFO {fn}{ident} - Init COMPLETE")
         if v >= (2, 22, 0):
             t = [float(x) for x in self.rng.uniform(0.0, 0.3, 6)]
             kern = float(self.rng.uniform(0.2, 0.6))
             total = kern + sum(t)
             if v >= (2, 23, 0):
-                a(f"{P} INFO Init timings - ncclCommInitRankConfig: rank {gr} nranks {n} total {total:.2f} (kernels {kern:.2f}, alloc {t[0]:.2f}, bootstrap {t[1]:.2f}, allgathers {t[2] / 10:.2f}, topo {t[3]:.2f}, graphs {t[4] / 10:.2f}, connections {t[5]:.2f}, rest 0.00)")
+                a(f"{P} NCCL INFO Init timings - ncclCommInitRankConfig: rank {gr} nranks {n} total {total:.2f} (kernels {kern:.2f}, alloc {t[0]:.2f}, bootstrap {t[1]:.2f}, allgathers {t[2] / 10:.2f}, topo {t[3]:.2f}, graphs {t[4] / 10:.2f}, connections {t[5]:.2f}, rest 0.00)")
             else:
-                a(f"{P} INFO Init timings: rank {gr} nranks {n} total {total:.2f} (kernels {kern:.2f}, bootstrap {t[1]:.2f}, allgathers {t[2] / 10:.2f}, topo {t[3]:.2f}, graphs {t[4] / 10:.2f}, connections {t[5]:.2f}, rest 0.00)")
+                a(f"{P} NCCL INFO Init timings: rank {gr} nranks {n} total {total:.2f} (kernels {kern:.2f}, bootstrap {t[1]:.2f}, allgathers {t[2] / 10:.2f}, topo {t[3]:.2f}, graphs {t[4] / 10:.2f}, connections {t[5]:.2f}, rest 0.00)")
         return out
 
     def _tree(self, g: ProcessGroup, gr: int) -> str:
@@ -268,13 +268,13 @@ class NcclLogWriter:
             if same_next:
                 t = self._intra_transport(rk.host)
                 cs = "" if t.startswith("SHM") else ci
-                out.append(f"{P} INFO Channel {c:02d}{cs} : {gr}[{self._bracket(r)}] -> {(gr + 1) % n}[{self._bracket(nxt)}] via {t}")
+                out.append(f"{P} NCCL INFO Channel {c:02d}{cs} : {gr}[{self._bracket(r)}] -> {(gr + 1) % n}[{self._bracket(nxt)}] via {t}")
             else:
                 dev = job.nic_of_gpu(rk.local) if not self.socket else 0
                 gdr = "/GDRDMA" if self._gdr(rk.host) else ""
-                out.append(f"{P} INFO Channel {c:02d}{ci} : {gr}[{self._bracket(r)}] -> {(gr + 1) % n}[{self._bracket(nxt)}] [send] via NET/{net}/{dev}{gdr}")
+                out.append(f"{P} NCCL INFO Channel {c:02d}{ci} : {gr}[{self._bracket(r)}] -> {(gr + 1) % n}[{self._bracket(nxt)}] [send] via NET/{net}/{dev}{gdr}")
             if not same_prev:
                 dev = job.nic_of_gpu(rk.local) if not self.socket else 0
                 gdr = "/GDRDMA" if self._gdr(rk.host) else ""
-                out.append(f"{P} INFO Channel {c:02d}{ci} : {(gr - 1) % n}[{self._bracket(prv)}] -> {gr}[{self._bracket(r)}] [receive] via NET/{net}/{dev}{gdr}")
+                out.append(f"{P} NCCL INFO Channel {c:02d}{ci} : {(gr - 1) % n}[{self._bracket(prv)}] -> {gr}[{self._bracket(r)}] [receive] via NET/{net}/{dev}{gdr}")
         return out

@@ -352,7 +352,7 @@ class Engine:
                     seqs[gname] = sq
                 if record:
                     rec.runtime.append((launch_name, launch_cat, thread, cpu, launch, corr, e, launch_cbid))
-                    rec.gpu.append((None, stream, start, None, corr, e, "nccl", c))
+                    rec.gpu.append((None, stream, start, None, corr, e, "nccl", (c, cs)))
                     rec.colls.append((c, sq, e, corr, len(rec.gpu) - 1))
                 cpu += launch + 1500
                 if record:

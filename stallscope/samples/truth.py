@@ -75,6 +75,24 @@ class GroundTruth:
             raise ValueError("truth not written yet")
         return Path(self.path).parent / self.bundle["path"]
 
+    def files(self) -> dict[str, bytes]:
+        """Every file of the bundle, relative path -> raw bytes (archives read in memory)."""
+        from stallscope.samples.bundle import read_files
+
+        return read_files(self.bundle_path)
+
+    def traces(self) -> dict[int, dict[str, Any]]:
+        """rank -> the parsed Kineto JSON of that rank, read straight from the bundle."""
+        from stallscope.samples.bundle import load_json
+
+        files = self.files()
+        return {int(r): load_json(files[p]) for r, p in self.bundle["traces"].items()}
+
+    def logs(self) -> dict[str, str]:
+        """NCCL log path -> text, for the hosts that have logs."""
+        files = self.files()
+        return {p: files[p].decode() for paths in self.bundle["nccl_logs"].values() for p in paths}
+
     @classmethod
     def read(cls, path: str | Path) -> "GroundTruth":
         d = json.loads(Path(path).read_text())
