@@ -46,6 +46,8 @@ class Effects:
     #: job-wide inter-node transport override ("Socket") and why it happened
     net: str | None = None
     socket_reason: str = ""
+    #: bus bandwidth one host gets over TCP sockets (GB/s); None = drawn with the links
+    socket_bw: float | None = None
 
     def compute(self, rank: int, step: int) -> float:
         a = self.compute_scale.get(rank)
@@ -160,19 +162,24 @@ class SocketFallback(Fault):
     for every collective that crosses hosts. Ranks arrive on time; transfers are slow."""
 
     reason: str = "ib_disabled"  #: ib_disabled (NCCL_IB_DISABLE=1) | no_verbs (libibverbs missing) | net_env (NCCL_NET=Socket)
+    #: what TCP sockets deliver per host (GB/s): ~1-3 on one untuned 25-40 GbE interface, up to
+    #: ~15-20 with several sockets per thread on 100-200 GbE
+    socket_bw: float = 2.0
 
     def __post_init__(self) -> None:
         self.kind, self.cause = "socket_fallback", "fabric"
         self.job_hints = ["socket:" + self.reason]
+        self.magnitude = self.socket_bw
 
     def apply(self, eff: Effects, job: Job) -> None:
         eff.net = "Socket"
         eff.socket_reason = self.reason
+        eff.socket_bw = self.socket_bw
         self.ranks = list(range(job.world))
         self.hosts = list(range(job.n_nodes))
 
     def plan(self) -> dict[str, Any]:
-        return super().plan() | {"reason": self.reason}
+        return super().plan() | {"reason": self.reason, "socket_busbw_gbs": self.socket_bw}
 
 
 @dataclass

@@ -39,8 +39,8 @@ from stallscope.samples.versions import version
 
 #: lost-time bands per severity: the calibration aims inside them
 BANDS = {"subtle": (0.015, 0.09), "moderate": (0.08, 0.35), "severe": (0.3, 0.85)}
-#: faults whose physics has no magnitude to turn (transport changes)
-_FIXED = (F.SocketFallback, F.P2PDisabled)
+#: faults whose physics has no magnitude to turn (shared memory is as fast as it is)
+_FIXED = (F.P2PDisabled,)
 
 
 class _Run:
@@ -76,6 +76,10 @@ def _scaled(f: F.Fault, k: float) -> F.Fault:
         # lost time grows with 1/factor - 1
         g.factor = float(min(0.97, max(0.03, 1.0 / (1.0 + (1.0 / g.factor - 1.0) * k))))
         g.magnitude = 1.0 - g.factor
+    elif isinstance(g, F.SocketFallback):
+        # lost time grows with 1/bandwidth; sockets deliver 0.8-20 GB/s per host
+        g.socket_bw = float(min(20.0, max(0.8, g.socket_bw / k)))
+        g.magnitude = g.socket_bw
     elif isinstance(g, F.CrossSocketNic):
         g.cpu_factor = float(max(1.05, 1.0 + (g.cpu_factor - 1.0) * k))
         g.bw_factor = float(min(0.95, max(0.05, 1.0 / (1.0 + (1.0 / g.bw_factor - 1.0) * k))))

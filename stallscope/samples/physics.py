@@ -72,7 +72,8 @@ class Links:
         return self.intra if self.eff.p2p.get(host, True) else self.shm
 
     def inter_bw(self, host: int) -> float:
-        base = self.socket if self.eff.net == "Socket" else self.inter
+        sock = self.eff.socket_bw if self.eff.socket_bw is not None else self.socket
+        base = min(sock, self.inter) if self.eff.net == "Socket" else self.inter
         return base * self.eff.inter_bw.get(host, 1.0)
 
     def params(self, g: ProcessGroup) -> tuple[float, float, str]:
@@ -164,13 +165,19 @@ class SimResult:
         return self.step_end.max(axis=0) - self.step_start.max(axis=0)
 
     def per_rank_step(self) -> dict[str, np.ndarray]:
-        """Physics-side truth per [rank, step]: time spent waiting inside collectives (for later
-        members), how late the rank arrived relative to the earliest member, and transfer time."""
+        """Physics-side truth per [rank, step], summed over the rank's collectives of that step:
+        ``wait_ns`` time inside group collectives waiting for the last member (``wait_p2p_ns`` the
+        same for send/recv), ``late_ns`` arrival after the first member, ``transfer_ns`` the
+        transfer time T; ``max_wait_ns``/``max_late_ns`` the largest single wait/lateness at a
+        group collective in the step (a planted stall of D shows up as ``max_late`` ≈ D on the
+        straggler and ``max_wait`` ≈ D on the others)."""
         R, S = self.step_start.shape
         wait = np.zeros((R, S), np.int64)
         wait_p2p = np.zeros((R, S), np.int64)
         late = np.zeros((R, S), np.int64)
         xfer = np.zeros((R, S), np.int64)
+        max_wait = np.zeros((R, S), np.int64)
+        max_late = np.zeros((R, S), np.int64)
         for c in self.colls:
             if c.end is None:
                 continue
@@ -182,9 +189,14 @@ class SimResult:
                     wait_p2p[r, c.step] += amax - a
                 else:
                     wait[r, c.step] += amax - a
+                    if amax - a > max_wait[r, c.step]:
+                        max_wait[r, c.step] = amax - a
+                    if a - amin > max_late[r, c.step]:
+                        max_late[r, c.step] = a - amin
                 late[r, c.step] += a - amin
                 xfer[r, c.step] += c.T
-        return {"wait_ns": wait, "wait_p2p_ns": wait_p2p, "late_ns": late, "transfer_ns": xfer}
+        return {"wait_ns": wait, "wait_p2p_ns": wait_p2p, "late_ns": late, "transfer_ns": xfer,
+                "max_wait_ns": max_wait, "max_late_ns": max_late}
 
 
 class Engine:

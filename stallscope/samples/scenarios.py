@@ -127,7 +127,8 @@ def _imbalanced(ctx: Ctx) -> list[F.Fault]:
 
 def _socket(ctx: Ctx) -> list[F.Fault]:
     reason = str(ctx.rng.choice(["ib_disabled", "no_verbs", "net_env"], p=[0.5, 0.3, 0.2]))
-    return [F.SocketFallback(reason=reason)]
+    bw = _mag(ctx, {"subtle": (12.0, 20.0), "moderate": (4.0, 8.0), "severe": (0.8, 3.0)})
+    return [F.SocketFallback(reason=reason, socket_bw=bw)]
 
 
 def _degraded(ctx: Ctx) -> list[F.Fault]:
@@ -172,7 +173,14 @@ def _jitter(ctx: Ctx) -> list[F.Fault]:
     mean = _mag(ctx, {"subtle": (0.012, 0.02), "moderate": (0.03, 0.06), "severe": (0.08, 0.15)})
     sigma = float(ctx.rng.uniform(0.5, 0.8))
     mu = np.log(ctx.step_ns * mean) - sigma**2 / 2
-    delays = {r: ctx.rng.lognormal(mu, sigma, ctx.steps).astype(np.int64) for r in range(ctx.job.world)}
+    W, S = ctx.job.world, ctx.steps
+    for _ in range(20):
+        d = ctx.rng.lognormal(mu, sigma, (W, S))
+        # "none dominant": no rank may be the slowest in more than half the steps (from 4 steps)
+        top = np.bincount(d.argmax(axis=0), minlength=W)
+        if S < 4 or top.max() <= S // 2:
+            break
+    delays = {r: d[r].astype(np.int64) for r in range(W)}
     return [F.Jitter(delays=delays, magnitude=mean)]
 
 

@@ -99,6 +99,19 @@ def test_physics_side_waits_point_at_the_straggler(bundles: dict[str, GroundTrut
         assert wait[c] < min(w for r, w in enumerate(wait) if r != c)
 
 
+def test_planted_stall_matches_physics_wait_and_lateness(bundles: dict[str, GroundTruth]) -> None:
+    """A stall of D at the start of a step makes the straggler's largest lateness, and the other
+    ranks' largest wait, at a group collective of that step about D."""
+    t = bundles["host_stall_straggler"]
+    (r,) = t.culprit_ranks
+    plan = t.plan["host_delay_ns"][str(r)]
+    pr = t.physics["per_rank_step"]
+    other = (r + 1) % t.job["world_size"]
+    for s, d in enumerate(plan):
+        assert abs(pr["max_late_ns"][r][s] - d) < 0.15 * d + 1_000_000, (s, pr["max_late_ns"][r][s], d)
+        assert abs(pr["max_wait_ns"][other][s] - d) < 0.15 * d + 1_000_000, (s, pr["max_wait_ns"][other][s], d)
+
+
 def test_healthy_has_no_dominant_late_rank(bundles: dict[str, GroundTruth]) -> None:
     t = bundles["healthy"]
     step = sum(t.physics["step_time_ms"]) / len(t.physics["step_time_ms"]) * 1e6
