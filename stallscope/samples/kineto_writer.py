@@ -137,12 +137,12 @@ class TraceWriter:
             s = f'"Trace name": "PyTorch Profiler", "Trace iteration": 0, "External id": {ext}, "Profiler Event Index": {idx}'
             if isinstance(args, dict) and "dims" in args:
                 s += f', "Input Dims": {args["dims"]}, "Input type": ["c10::BFloat16", "c10::BFloat16"]'
-            if thread == AUTOGRAD and isinstance(args, dict) and "seq" in args:
-                s += f', "Fwd thread id": 1, "Sequence number": {ext}'
+            if isinstance(args, dict) and "seq" in args:
+                s += f', "Fwd thread id": {1 if "bwd" in args else 0}, "Sequence number": {args["seq"]}'
             return s + ', "Module Hierarchy": "", "Call stack": ""'
         s = f'"External id": {ext}, "Record function id": {ext}' + extra
-        if thread == AUTOGRAD and isinstance(args, dict) and "seq" in args:
-            s += f', "Sequence number": {ext}, "Fwd thread id": 1'
+        if isinstance(args, dict) and "seq" in args:
+            s += f', "Sequence number": {args["seq"]}, "Fwd thread id": {1 if "bwd" in args else 0}'
         if v == "kineto_2025" and isinstance(args, dict) and "dims" in args:
             dims = args["dims"]
             n = dims.count("[") - 1
@@ -198,6 +198,20 @@ class TraceWriter:
                 continue
             body = self._cpu_args(ext, idx, args, thread)
             a(f'{{"ph": "X", "cat": "{cat}", "name": {_q(name)}, "pid": {pid}, "tid": {tid}, "ts": {ts(t0)}, "dur": {dur(t1 - t0)}, "args": {{{body}}}}}')
+        # autograd links: forward op (seq n) -> backward evaluate_function (seq n), per step
+        if not old:
+            fwd_at: dict[int, tuple[int, int]] = {}
+            fid = 0
+            for cat, name, thread, t0, t1, ext, args in cpu:
+                if not isinstance(args, dict) or "seq" not in args:
+                    continue
+                if "bwd" not in args:
+                    fwd_at[args["seq"]] = (thread, t0)
+                elif name.startswith("autograd::engine") and args["seq"] in fwd_at:
+                    fth, fts = fwd_at.pop(args["seq"])
+                    fid += 1
+                    a(f'{{"ph": "s", "id": {fid}, "pid": {pid}, "tid": {tids[fth]}, "ts": {ts(fts)}, "cat": "fwdbwd", "name": "fwdbwd"}}')
+                    a(f'{{"ph": "f", "id": {fid}, "pid": {pid}, "tid": {tids[thread]}, "ts": {ts(t0)}, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"}}')
         # ProfilerStep spans on the main thread
         steps = rec.steps
         for i, (n, t0, sext) in enumerate(steps):

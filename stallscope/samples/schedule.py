@@ -210,6 +210,8 @@ class Builder:
         self._hn = rng.lognormal(0.0, spec.host_noise, 1 << 10)
         self._ki = self._ci = self._hi = 0
         self.step = 0
+        self.seq = 0  #: autograd sequence numbers of forward ops
+        self._bwd_seen = 0
         self.gpu_speed = job.gpu.speed
 
     # noise draws (cyclic, fixed order)
@@ -242,8 +244,14 @@ class Builder:
         ``evaluate_function`` span)."""
         if wrap:
             self.open("cpu_op", "autograd::engine::evaluate_function: " + wrap, thread)
-        for name in kk.ops:
-            self.open("cpu_op", name, thread, {"dims": kk.input_dims} if shapes else None)
+        last = len(kk.ops) - 1
+        for i, name in enumerate(kk.ops):
+            args: dict[str, Any] | None = {"dims": kk.input_dims} if shapes else None
+            if i == last and shapes:
+                # the op that records the autograd node gets a sequence number
+                self.seq += 1
+                args = {"dims": kk.input_dims, "seq": self.seq}
+            self.open("cpu_op", name, thread, args)
         d = dur * self.kn() * self.eff.compute(self.rank, self.step) / self.gpu_speed
         self.ops.append((KERN, kk.name(self.job.gpu.arch), stream, int(d), "kernel", kk.geom, waits,
                          int(self.spec.launch_ns * self.cn())))
@@ -282,6 +290,7 @@ class Builder:
     def step_start(self, step: int) -> None:
         """ProfilerStep boundary, then data loading, the host-to-device copy and zero_grad."""
         self.step = step
+        self._bwd_seen = 0
         self.ops.append((STEP, step))
         r, eff, sp = self.rank, self.eff, self.spec
         scale = eff.cpu_scale.get(r, 1.0)
@@ -316,10 +325,13 @@ class Builder:
             self._bwd_kernel(kk, sp.t_fwd_layer * sp.bwd_ratio * kk.share * scale)
 
     def _bwd_kernel(self, kk: K.KernelKind, dur: float) -> None:
-        # backward ops: evaluate_function wrapper > XxxBackward0 > aten op > launch
-        self.open("cpu_op", "autograd::engine::evaluate_function: " + kk.ops[0], AUTOGRAD)
-        for name in kk.ops:
-            self.open("cpu_op", name, AUTOGRAD, {"seq": True})
+        # backward ops: evaluate_function wrapper > XxxBackward0 > aten op > launch; the first two
+        # carry the sequence number of the forward op that made the node (counted down)
+        seq = max(1, self.seq - self._bwd_seen)
+        self._bwd_seen += 1
+        self.open("cpu_op", "autograd::engine::evaluate_function: " + kk.ops[0], AUTOGRAD, {"seq": seq, "bwd": True})
+        for i, name in enumerate(kk.ops):
+            self.open("cpu_op", name, AUTOGRAD, {"seq": seq, "bwd": True} if i == 0 else None)
         d = dur * self.kn() * self.eff.compute(self.rank, self.step) / self.gpu_speed
         self.ops.append((KERN, kk.name(self.job.gpu.arch), COMPUTE, int(d), "kernel", kk.geom, (), int(self.spec.launch_ns * self.cn())))
         for _ in kk.ops:
