@@ -324,6 +324,10 @@ def _write_files(job: Job, spec: ModelSpec, final: SimResult, eff: F.Effects, fa
     step_offset = int(rng.integers(1, 2000))
     layout = str(rng.choice(["flat", "traces", "per_host"], p=[0.4, 0.4, 0.2]))
     trace_paths: dict[str, str] = {}
+    culprits = {r for f in faults for r in _fault_culprits(f, job)[0]}
+    pool = [r for r in range(job.world) if r not in culprits]
+    cut_ranks = sorted(int(x) for x in rng.choice(pool, min(len(pool), int(k.truncate or 0)), replace=False)) if pool else []
+    truncated: dict[str, int] = {}
     for r in range(job.world):
         rec = final.records[r]
         rk = job.ranks[r]
@@ -335,6 +339,11 @@ def _write_files(job: Job, spec: ModelSpec, final: SimResult, eff: F.Effects, fa
                          with_metadata=bool(k.metadata), with_seq=bool(k.seq), trace_id=_tag(rng, 32).upper(),
                          step_offset=step_offset, trace_start=t_start, trace_end=t_end)
         text = tw.document(tw.events()).encode()
+        if r in cut_ranks:
+            # a killed job: the file ends mid-event somewhere in the last third
+            cut = int(len(text) * float(rng.uniform(0.67, 0.95)))
+            text = text[:cut]
+            truncated[str(r)] = cut
         wall = clocks[rk.host](t_end) + int(rng.integers(50_000_000, 900_000_000))
         path = B.trace_path(str(k.naming), rank=r, host=host.name, pid=rk.pid, wall_ns=wall, gz=bool(k.gzip), old=old,
                             rng=rng, layout=layout)
@@ -385,6 +394,7 @@ def _write_files(job: Job, spec: ModelSpec, final: SimResult, eff: F.Effects, fa
     info = {"format": k.archive, "gzip": k.gzip, "naming": k.naming, "layout": layout, "traces": trace_paths,
             "logs": k.logs, "log_style": k.log_style if log_hosts else None,
             "log_hosts": [job.hosts[h].name for h in log_hosts], "nccl_logs": log_paths,
+            "truncated_traces": truncated,
             "host_recoverable_from": _host_sources(k, bool(log_hosts))}
     return files, info
 

@@ -5,8 +5,8 @@ Model (all times in ns of *true* time; clocks are applied only when files are wr
 * **CPU.** Each rank has one CPU timeline (the main thread and the autograd thread take turns,
   as they do in ``loss.backward()``). Spans and busy time advance it; a kernel launch costs the
   launch call's duration. A stream synchronization blocks it until the stream drains.
-* **Streams.** A kernel starts at ``max(launch + 2.5 µs, previous kernel end on its stream,
-  every event it waits on)``. A ``cudaStreamWaitEvent`` makes a stream's next kernels wait for
+* **Streams.** A kernel starts at ``max(launch call end + 0.8 µs, previous kernel end on its
+  stream, every event it waits on)``. A ``cudaStreamWaitEvent`` makes a stream's next kernels wait for
   the current end of another stream.
 * **Collectives.** One instance per (communicator, call index). A member *arrives* when its
   NCCL kernel can start: ``max(launch, NCCL stream free, waited-on compute)``. Every member's
@@ -44,7 +44,7 @@ from stallscope.samples.faults import Effects
 from stallscope.samples.model import Job, ProcessGroup
 from stallscope.samples.schedule import CLOSE, COLL, COMPUTE, CPU, KERN, OPEN, STEP, SYNC, WAITS, CollSpec
 
-KERNEL_LATENCY = 2500  #: ns from the start of a launch call to the earliest kernel start
+KERNEL_LATENCY = 800  #: ns from the end of a launch call to the earliest kernel start
 _FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
            "reducescatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0, "send": lambda n: 1.0,
            "recv": lambda n: 1.0}
@@ -284,7 +284,7 @@ class Engine:
                 cpu += op[1]
             elif code == KERN:
                 _, name, stream, dur, kind, info, waits, launch = op
-                start = cpu + KERNEL_LATENCY
+                start = cpu + launch + KERNEL_LATENCY
                 prev = streams.get(stream, 0)
                 if prev.__class__ is Coll:
                     if prev.end is None:
@@ -327,7 +327,7 @@ class Engine:
                 ext += 1
                 a_t0 = cpu
                 cpu += 6000
-                start = cpu + KERNEL_LATENCY
+                start = cpu + launch + KERNEL_LATENCY
                 prev = streams.get(stream, 0)
                 if prev.__class__ is Coll:
                     if prev.end is None:

@@ -65,6 +65,7 @@ class Knobs:
     drift: bool | None = None  #: linear clock drift of a few µs/s per host
     red_herrings: bool | None = None
     graph_subsys: bool | None = None
+    truncate: int | None = None  #: traces cut mid-file (killed job), never a culprit's
     gpu: str | None = None  #: A100-80 | A100-40 | H100
     network: str | None = None  #: IB | RoCE
     step_ms: float | None = None
@@ -293,6 +294,8 @@ def resolve_knobs(scenario: str, knobs: Knobs, rng: np.random.Generator) -> Knob
         k.drift = bool(rng.random() < 0.25)
     if k.red_herrings is None:
         k.red_herrings = bool(rng.random() < 0.8)
+    if k.truncate is None:
+        k.truncate = 1 if rng.random() < 0.05 else 0
     if k.graph_subsys is None:
         k.graph_subsys = bool(rng.random() < 0.35)
     if k.culprit_host is None:

@@ -70,8 +70,19 @@ def test_logs_are_recognised_as_nccl_logs(bundles: dict[str, GroundTruth], tmp_p
 
 def test_host_comes_from_the_tensorboard_file_name(tmp_path: Path) -> None:
     t = generate("healthy", out=tmp_path, seed=4, nodes=2, gpus=4, steps=2, detail="sparse", logs="none",
-                 naming="tensorboard", torch_variant="kineto_2024", archive="zip")
+                 naming="tensorboard", torch_variant="kineto_2024", archive="zip", truncate=0)
     _, st = _ingest(t, tmp_path / "store")
     df = st.sql("SELECT rank, host, host_source FROM ranks ORDER BY rank")
     assert df["host"].to_list() == t.job["rank_host"]
     assert set(df["host_source"].to_list()) == {"file_name"}
+
+
+def test_truncated_traces_keep_their_complete_events(tmp_path: Path) -> None:
+    t = generate("compute_straggler", out=tmp_path, seed=2, nodes=2, gpus=4, steps=3, detail="sparse", logs="none",
+                 truncate=2, archive="dir", torch_variant="kineto_2025")
+    cut = {int(r) for r in t.bundle["truncated_traces"]}
+    assert len(cut) == 2 and not cut & set(t.culprit_ranks)
+    res, st = _ingest(t, tmp_path / "store")
+    assert res.ranks == t.job["world_size"]
+    got = st.sql("SELECT rank, truncated FROM ranks ORDER BY rank")
+    assert {r for r, tr in got.iter_rows() if tr} == cut
