@@ -396,7 +396,33 @@ def _write_files(job: Job, spec: ModelSpec, final: SimResult, eff: F.Effects, fa
             "log_hosts": [job.hosts[h].name for h in log_hosts], "nccl_logs": log_paths,
             "truncated_traces": truncated,
             "host_recoverable_from": _host_sources(k, bool(log_hosts))}
+    ev = [_evidence(f, job, k, set(log_hosts)) for f in faults]
+    for fd, e in zip(truth.faults, ev):
+        fd["evidence"] = e
+    dom = [i for i, f in enumerate(truth.faults) if f.get("dominant")] or [
+        max(range(len(faults)), key=lambda i: truth.faults[i]["lost_time_fraction"])] if faults and truth.cause != "none" else []
+    truth.evidence = ev[dom[0]] if dom else {"cause": [], "culprits": []}
     return files, info
+
+
+def _evidence(f: F.Fault, job: Job, k: Knobs, log_hosts: set[int]) -> dict[str, list[str]]:
+    """Where the fault can be seen: ``traces`` and/or ``nccl_log``, for the cause and for the
+    culprits. A degraded NIC slows every ring equally, so traces show the cause (slow transfers,
+    on-time arrivals) but not which host; only that host's log (port errors, a lower graph
+    bandwidth) names it."""
+    if f.cause == "none":
+        return {"cause": [], "culprits": []}
+    culprit_logs = bool(f.hosts) and all(h in log_hosts for h in f.hosts)
+    if isinstance(f, F.SocketFallback):
+        src = ["traces"] + (["nccl_log"] if log_hosts else [])
+        return {"cause": src, "culprits": src}
+    if isinstance(f, F.DegradedNic):
+        named = culprit_logs and (f.warns or bool(k.graph_subsys))
+        return {"cause": ["traces"] + (["nccl_log"] if named else []), "culprits": ["nccl_log"] if named else []}
+    if isinstance(f, (F.P2PDisabled, F.CrossSocketNic)):
+        src = ["traces"] + (["nccl_log"] if culprit_logs else [])
+        return {"cause": src, "culprits": src}
+    return {"cause": ["traces"], "culprits": ["traces"]}
 
 
 def _host_sources(k: Knobs, logs: bool) -> list[str]:

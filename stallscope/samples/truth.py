@@ -27,6 +27,8 @@ measurements against. Top-level fields (all always present):
                          ``transfer_ns``; link bandwidths; collectives per rank per step
 ``bundle``               the bundle path, format, gzip, naming, which trace is which rank, which
                          hosts have logs and where
+``evidence``             where the dominant fault can be seen, for its cause and for its culprits:
+                         ``traces`` and/or ``nccl_log`` (each fault in ``faults`` has its own)
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class GroundTruth:
     plan: dict[str, Any]
     physics: dict[str, Any]
     bundle: dict[str, Any]
+    #: where the dominant fault is visible: {"cause": [...], "culprits": [...]} with "traces" /
+    #: "nccl_log" (e.g. a degraded NIC's host is named only by its own log)
+    evidence: dict[str, list[str]] = field(default_factory=dict)
     schema: str = SCHEMA
     path: str | None = field(default=None, compare=False)  #: where truth.json was written (not serialized)
 

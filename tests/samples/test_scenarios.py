@@ -13,7 +13,7 @@ from stallscope.samples import SCENARIOS, GroundTruth, generate, suite
 from stallscope.samples.bundle import read_files
 
 _TOP = {"schema", "name", "scenario", "seed", "cause", "culprit_ranks", "culprit_hosts", "lost_time_fraction", "secondary",
-        "faults", "knobs", "job", "clock", "plan", "physics", "bundle"}
+        "faults", "knobs", "job", "clock", "plan", "physics", "bundle", "evidence"}
 
 
 def test_every_scenario_is_in_the_catalog_and_generates(bundles: dict[str, GroundTruth]) -> None:
@@ -71,6 +71,16 @@ def test_culprits_follow_the_findings_contract(bundles: dict[str, GroundTruth]) 
             assert t.culprit_ranks == [t.knobs["culprit_rank"]] and t.culprit_hosts == [rh[t.knobs["culprit_rank"]]]
         elif sc == "intermittent_straggler":
             assert t.culprit_hosts == sorted({rh[r] for r in t.culprit_ranks}, key=t.job["hosts"].index)
+
+
+def test_evidence_says_where_the_fault_shows(bundles: dict[str, GroundTruth]) -> None:
+    assert bundles["healthy"].evidence == {"cause": [], "culprits": []}
+    assert bundles["compute_straggler"].evidence == {"cause": ["traces"], "culprits": ["traces"]}
+    t = bundles["degraded_nic"]  # logs from every host
+    assert "traces" in t.evidence["cause"]
+    assert t.evidence["culprits"] == (["nccl_log"] if t.faults[0]["evidence"]["culprits"] else [])
+    t = bundles["p2p_disabled_one_host"]
+    assert t.evidence == {"cause": ["traces", "nccl_log"], "culprits": ["traces", "nccl_log"]}
 
 
 def test_planned_injections_are_recorded(bundles: dict[str, GroundTruth]) -> None:
