@@ -29,7 +29,8 @@ class Effects:
     compute_scale: dict[int, np.ndarray] = field(default_factory=dict)
     #: rank -> per-step extra host time at the start of the step (ns)
     host_delay: dict[int, np.ndarray] = field(default_factory=dict)
-    #: rank -> how that host delay shows up: "dataloader" (a long ``__next__``) or "gc" (a gap)
+    #: rank -> how that host delay shows up: "dataloader" (a long ``__next__``), "gc" (a gap with
+    #: no events) or "sync" (``aten::nonzero`` syncs in the forward, each followed by host work)
     host_delay_kind: dict[int, str] = field(default_factory=dict)
     #: rank -> multiplier on host-side work at the step start (data loading, collation): NUMA
     cpu_scale: dict[int, float] = field(default_factory=dict)
@@ -115,8 +116,9 @@ class ComputeStraggler(Fault):
 
 @dataclass
 class HostStall(Fault):
-    """A rank's CPU stalls at the start of some steps (data loading, garbage collection), so its
-    GPU idles and it reaches the step's collectives late by about the stall."""
+    """A rank's CPU stalls in some steps (data loading, garbage collection, host-synchronizing
+    calls in the forward), so its GPU idles and it reaches the step's collectives late by about
+    the stall."""
 
     delays: dict[int, np.ndarray] = field(default_factory=dict)  #: rank -> per-step stall (ns)
     stall_kind: str = "dataloader"

@@ -14,7 +14,7 @@ healthy_imbalanced          none             pipeline stages with uneven work an
 socket_fallback             fabric           NCCL net = Socket on every host (1-3 GB/s per host)
 degraded_nic                fabric           one host's inter-node bandwidth x 0.1-0.85, IB port WARNs
 compute_straggler           synchronization  one rank's compute kernels x 1.04-2.0
-host_stall_straggler        synchronization  one rank stalls at the start of every step (data loader/GC)
+host_stall_straggler        synchronization  one rank's CPU stalls every step (data loader, GC, sync calls)
 intermittent_straggler      synchronization  one or two ranks stall in some steps only
 jitter_amplification        synchronization  every rank, every step: a random host delay (log-normal)
 p2p_disabled_one_host       locality         one host's intra-node traffic over SHM (10-20 GB/s)
@@ -145,7 +145,7 @@ def _compute(ctx: Ctx) -> list[F.Fault]:
 def _stall(ctx: Ctx) -> list[F.Fault]:
     frac = _mag(ctx, {"subtle": (0.03, 0.06), "moderate": (0.1, 0.2), "severe": (0.35, 0.7)})
     d = ctx.step_ns * frac * ctx.rng.uniform(0.8, 1.2, ctx.steps)
-    kind = str(ctx.rng.choice(["dataloader", "gc"], p=[0.7, 0.3]))
+    kind = str(ctx.rng.choice(["dataloader", "gc", "sync"], p=[0.55, 0.25, 0.2]))
     return [F.HostStall(delays={ctx.culprit_rank: d.astype(np.int64)}, stall_kind=kind)]
 
 
@@ -202,7 +202,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("socket_fallback", "fabric", "NCCL fell back to TCP sockets between nodes", PARALLELISMS, _socket),
     Scenario("degraded_nic", "fabric", "one host's NIC runs at a fraction of its rate", ("ddp", "fsdp", "hsdp", "tp_dp"), _degraded, host_level=True),
     Scenario("compute_straggler", "synchronization", "one GPU computes slower; the others wait for it", PARALLELISMS, _compute),
-    Scenario("host_stall_straggler", "synchronization", "one rank's CPU stalls every step (data loading or GC); its GPU idles", PARALLELISMS, _stall),
+    Scenario("host_stall_straggler", "synchronization", "one rank's CPU stalls every step (data loading, GC, or host-synchronizing calls); its GPU idles", PARALLELISMS, _stall),
     Scenario("intermittent_straggler", "synchronization", "one or two ranks stall in some steps only", PARALLELISMS, _intermittent),
     Scenario("jitter_amplification", "synchronization", "every rank has small random delays; each step waits for the slowest", ("ddp", "fsdp", "hsdp", "tp_dp"), _jitter),
     Scenario("p2p_disabled_one_host", "locality", "one host's intra-node traffic goes through shared memory", ("tp_dp", "hsdp"), _p2p, host_level=True),

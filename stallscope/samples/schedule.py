@@ -212,6 +212,8 @@ class Builder:
         self.step = 0
         self.seq = 0  #: autograd sequence numbers of forward ops
         self._bwd_seen = 0
+        self._sync_left = 0
+        self._sync_each = 0.0
         self.gpu_speed = job.gpu.speed
 
     # noise draws (cyclic, fixed order)
@@ -228,11 +230,16 @@ class Builder:
         return float(self._hn[self._hi])
 
     # -- primitives --------------------------------------------------------------------------
-    def open(self, cat: str, name: str, thread: int = MAIN, args: dict[str, Any] | None = None, pre: float | None = None) -> None:
-        self.ops.append((OPEN, cat, name, thread, args, int((pre if pre is not None else self.spec.cpu_op_ns * 0.6) * self.cn())))
+    def open(self, cat: str, name: str, thread: int = MAIN, args: dict[str, Any] | None = None, pre: float | None = None,
+             noisy: bool = True) -> None:
+        """Open a CPU span. ``noisy=False`` for spans only a fault adds (they must not consume
+        noise draws, or the what-if without the fault would see different noise)."""
+        pre = pre if pre is not None else self.spec.cpu_op_ns * 0.6
+        self.ops.append((OPEN, cat, name, thread, args, int(pre * self.cn() if noisy else pre)))
 
-    def close(self, post: float | None = None) -> None:
-        self.ops.append((CLOSE, int((post if post is not None else self.spec.cpu_op_ns * 0.3) * self.cn())))
+    def close(self, post: float | None = None, noisy: bool = True) -> None:
+        post = post if post is not None else self.spec.cpu_op_ns * 0.3
+        self.ops.append((CLOSE, int(post * self.cn() if noisy else post)))
 
     def cpu(self, ns: float) -> None:
         if ns > 0:
@@ -302,6 +309,10 @@ class Builder:
         self.close(0)
         if kind == "gc" and delay:
             self.cpu(delay)  # a pause with no events at all: Python's garbage collector
+        # "sync": host-synchronizing calls in the forward (data-dependent shapes, .item()), each
+        # draining the GPU queue and then doing host work while the GPU idles
+        self._sync_left = self.spec.layers if kind == "sync" and delay else 0
+        self._sync_each = delay / max(1, self.spec.layers) if kind == "sync" else 0.0
         self.open("cpu_op", "aten::to")
         self.open("cpu_op", "aten::_to_copy")
         self.open("cpu_op", "aten::copy_")
@@ -317,6 +328,13 @@ class Builder:
         kinds = kinds or self.spec.fwd
         for kk in kinds:
             self.kernel(kk, self.spec.t_fwd_layer * kk.share * scale)
+        if self._sync_left:
+            self._sync_left -= 1
+            self.open("cpu_op", "aten::nonzero", noisy=False, pre=4000)
+            self.ops.append((KERN, "Memcpy DtoH (Device -> Pageable)", COMPUTE, 1500, "memcpy", 8, (), 5000))
+            self.ops.append((SYNC, COMPUTE, MAIN))
+            self.close(noisy=False, post=3000)
+            self.cpu(self._sync_each)
 
     def backward_layer(self, scale: float, kinds: tuple[K.KernelKind, ...] | None = None) -> None:
         kinds = kinds or self.spec.bwd
