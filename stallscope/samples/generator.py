@@ -160,9 +160,9 @@ def generate(scenario: str, *, out: str | Path, seed: int, name: str | None = No
         # where the secondary acts: on the primary's culprit when both are about late ranks
         # (so its cost adds up), else on another host
         if k.secondary in RANK_LEVEL and SCENARIOS[str(k.primary)].cause in ("synchronization", "locality"):
-            c_host = int(k.culprit_host)  # type: ignore[arg-type]
-            c_rank = int(k.culprit_rank) if SCENARIOS[str(k.primary)].cause == "synchronization" else \
-                int(c_host * job.gpus_per_node + frng.integers(0, job.gpus_per_node))  # type: ignore[arg-type]
+            c_host = int(k.culprit_host or 0)
+            c_rank = int(k.culprit_rank or 0) if SCENARIOS[str(k.primary)].cause == "synchronization" else \
+                int(c_host * job.gpus_per_node + frng.integers(0, job.gpus_per_node))
         else:
             c_host = (int(k.culprit_host) + 1) % job.n_nodes if job.n_nodes > 1 else int(k.culprit_host)  # type: ignore[arg-type]
             c_rank = int(c_host * job.gpus_per_node + frng.integers(0, job.gpus_per_node))

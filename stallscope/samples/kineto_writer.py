@@ -305,13 +305,13 @@ class TraceWriter:
         t_start = self.ts(self.trace_start)
         t_end = self.ts(self.trace_end)
         out.append(m("process_sort_index", "Spans", 0, '"sort_index": 536870912', t_start))
-        d = self.dur(self.trace_end - self.trace_start)
+        span = self.dur(self.trace_end - self.trace_start)
         if new:
-            out.append(f'{{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": {t_start}, "dur": {d}, "args": {{"Op count": 0}}}}')
+            out.append(f'{{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": {t_start}, "dur": {span}, "args": {{"Op count": 0}}}}')
             out.append(f'{{"ph": "i", "s": "g", "name": "Iteration Start: PyTorch Profiler", "pid": "Traces", "tid": "Trace PyTorch Profiler", "ts": {t_start}}}')
             out.append(f'{{"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": {t_end}}}')
         else:
-            out.append(f'{{"ph": "X", "cat": "Trace", "ts": {t_start}, "dur": {d}, "pid": "Spans", "tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)", "args": {{"Op count": 0}}}}')
+            out.append(f'{{"ph": "X", "cat": "Trace", "ts": {t_start}, "dur": {span}, "pid": "Spans", "tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)", "args": {{"Op count": 0}}}}')
             out.append(f'{{"name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g", "pid": "Traces", "tid": "Trace PyTorch Profiler", "ts": {t_start}}}')
             out.append(f'{{"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": {t_end}}}')
         return out
