@@ -84,15 +84,18 @@ def generate(scenario: str, out: str, seed: int, name: str | None, knobs: tuple[
 @click.option("--out", required=True, type=click.Path(file_okay=False))
 @click.option("--count", default=220, show_default=True, type=int)
 @click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--workers", default=1, show_default=True, type=int, help="Processes to generate with.")
+@click.option("--workers", default=None, type=int, help="Processes to generate with (default: CPU count, at most 4).")
 @click.option("--knob", "knobs", multiple=True, help="A knob applied to every bundle, key=value.")
-def suite(out: str, count: int, seed: int, workers: int, knobs: tuple[str, ...]) -> None:
+def suite(out: str, count: int, seed: int, workers: int | None, knobs: tuple[str, ...]) -> None:
     """Write COUNT bundles spread over every scenario and knob, plus OUT/suite.json.
 
     Example: python -m stallscope.samples suite --count 220 --out /tmp/suite --workers 2
     """
+    import os
+
     from stallscope.samples import suite as run_suite
 
+    workers = workers or min(4, os.cpu_count() or 1)
     t = time.perf_counter()
 
     def progress(i: int, n: int, name: str) -> None:
