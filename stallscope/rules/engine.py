@@ -65,9 +65,11 @@ def arbitrate(ctx: Context, findings: list[Finding]) -> list[Finding]:
             rest.append(f)
     # a slow host whose logs show no placement difference came back as synchronization: keep as is
     findings = rest + list(loc.values())
-    # 2. locality on a host absorbs synchronization findings on its ranks
-    loc_ranks = {h: set(ctx.d.ranks_of(h)) for h in loc}
-    findings = [f for f in findings if not (f.rule in _SYNC_CULPRIT_RULES and f.ranks and any(set(f.ranks) <= rs for rs in loc_ranks.values()))]
+    # 2. a measured locality finding on a host absorbs synchronization findings that blame exactly
+    #    that host's ranks (one straggler inside the host stays a straggler)
+    loc_ranks = {h: set(ctx.d.ranks_of(h)) for h, f in loc.items() if SEVERITY_ORDER[f.severity] >= 2}
+    findings = [f for f in findings if not (f.rule in _SYNC_CULPRIT_RULES and f.ranks
+                                            and any(set(f.ranks) == rs for rs in loc_ranks.values()))]
     # 3. socket fallback names the cause of the bandwidth collapse
     if any(f.rule == "FAB002" for f in findings):
         findings = [f for f in findings if f.rule != "FAB001"]

@@ -110,13 +110,47 @@ def placement_differences(ctx: Context, host: str) -> Differences:
                                                f"AND kind = 'graph' GROUP BY ALL ORDER BY host", None))
     aff = _table(ctx, "nccl_affinity", "host, gpu, mask")
     if aff is not None and aff.height:
-        mine = aff.filter(pl.col("host") == host).unique(["gpu", "mask"])
-        peers = aff.filter(pl.col("host").is_in(list(others))).group_by("gpu").agg(pl.col("mask").mode().first().alias("pm"))
-        j = mine.join(peers, on="gpu")
-        diff = j.filter(pl.col("mask") != pl.col("pm"))
-        if j.height and diff.height >= max(1, j.height // 2):
-            diffs.items.append(f"the CPU affinity of its GPUs differs from the other hosts' ({diff.height} of {j.height} GPUs)")
+        centers = _affinity_centers(aff)
+        mine = {g: c for (h, g), c in centers.items() if h == host}
+        diff = 0
+        compared = 0
+        for g, c in mine.items():
+            peer = [v for (h, gg), v in centers.items() if gg == g and h in others]
+            if not peer:
+                continue
+            compared += 1
+            peer.sort()
+            if abs(c - peer[len(peer) // 2]) > 0.25:
+                diff += 1
+        if compared and diff >= max(1, (compared + 1) // 2):
+            diffs.items.append(f"its GPUs are bound to CPUs on the other NUMA node than on the other hosts ({diff} of {compared} GPUs)")
             diffs.evidence.append(Evidence("CPU affinity NCCL reports per host and GPU",
-                                           f"SELECT DISTINCT host, gpu, mask FROM nccl_affinity WHERE {w} ORDER BY gpu, host", diff.height))
+                                           f"SELECT DISTINCT host, gpu, mask FROM nccl_affinity WHERE {w} ORDER BY gpu, host", diff))
     cache[host] = diffs
     return diffs
+
+
+def _affinity_centers(aff: pl.DataFrame) -> dict[tuple[str, int], float]:
+    """Where in its host's CPU range each GPU's affinity mask sits (0 = first CPUs, 1 = last).
+
+    Masks are compared by position, not bit for bit: hosts with different core counts print
+    different masks for the same NUMA placement.
+    """
+    bits: dict[tuple[str, int], list[int]] = {}
+    top: dict[str, int] = {}
+    for host, gpu, mask in aff.select("host", "gpu", "mask").unique().iter_rows():
+        if host is None or gpu is None or not mask:
+            continue
+        try:
+            words = [int(w, 16) for w in mask.split(",")]
+        except ValueError:
+            continue
+        set_bits = []
+        for i, w in enumerate(reversed(words)):
+            for b in range(32):
+                if w >> b & 1:
+                    set_bits.append(i * 32 + b)
+        if set_bits:
+            bits[(host, int(gpu))] = set_bits
+            top[host] = max(top.get(host, 0), max(set_bits) + 1)
+    return {k: (sum(v) / len(v)) / max(top[k[0]], 1) for k, v in bits.items()}

@@ -49,8 +49,10 @@ class SlowHost(Rule):
     cause = "locality"
 
     def check(self, ctx: Context) -> list[Finding]:
+        from stallscope.rules.synchronization._shared import minimal_culprits
+
         late = ctx.late_sets.persistent
-        host = ctx.whole_host_of(late)
+        host = ctx.whole_host_of(minimal_culprits(ctx, late)) if late else None
         if host is None:
             return []
         ranks = ctx.d.ranks_of(host)

@@ -37,7 +37,7 @@ def persistent_stragglers(ctx: Context) -> list[int]:
     """Persistent late ranks, reduced to the ones causing the lateness, that are not a whole
     host (those are locality candidates)."""
     p = ctx.late_sets.persistent
-    if not p or ctx.whole_host_of(p) is not None:
+    if not p:
         return []
     p = minimal_culprits(ctx, p)
     if ctx.whole_host_of(p) is not None:
