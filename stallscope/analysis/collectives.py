@@ -209,3 +209,34 @@ def instances_and_members(rows: pl.DataFrame, offsets: pl.DataFrame) -> tuple[pl
         (pl.col("algbw_gbps") * pl.col("bus_factor")).alias("busbw_gbps"))
     members = m.select("instance_id", "rank", "host", "step", "arrival_ns", "end_ns", "wait_ns", "transfer_ns", "is_last", "cpu_start_ns")
     return inst, members
+
+
+READINESS_SQL = """
+SELECT k.rank, k.launch_ts_ns AS launch_ns,
+       max(k.ts_ns + k.dur_ns) OVER (PARTITION BY k.rank ORDER BY k.launch_ts_ns ROWS UNBOUNDED PRECEDING) AS done_ns,
+       coalesce(r.host, 'rank-' || r.rank) AS host
+FROM _kernels k JOIN ranks r ON r.rank = k.rank
+WHERE NOT k.is_comm AND k.launch_ts_ns IS NOT NULL
+"""
+
+
+def with_readiness(members: pl.DataFrame, con: duckdb.DuckDBPyConnection, offsets: pl.DataFrame) -> pl.DataFrame:
+    """Add ``ready_ns``: when a member's inputs were ready on its GPU.
+
+    PyTorch makes the NCCL stream wait for the compute stream as it was when the host called the
+    collective, so the kernel cannot start before every computation launched before that call
+    has finished: ``ready = max(end of compute kernels launched before cpu_start)``. A member that
+    started later than that sat queued (behind another collective on its stream).
+    """
+    k: pl.DataFrame = pl.from_arrow(arrow_of(con.sql(READINESS_SQL)))  # type: ignore[assignment]
+    if k.height == 0 or members.height == 0:
+        return members.with_columns(pl.lit(None, dtype=pl.Int64).alias("ready_ns"))
+    off = offsets.select("host", "offset_ns")
+    k = (k.join(off, on="host", how="left").with_columns(pl.col("offset_ns").fill_null(0))
+         .select("rank", (pl.col("launch_ns") + pl.col("offset_ns")).alias("_l"), (pl.col("done_ns") + pl.col("offset_ns")).alias("ready_ns"))
+         .sort("_l"))
+    probe = members.with_row_index("_i").select("_i", "rank", pl.col("cpu_start_ns").alias("_c")).drop_nulls("_c").sort("_c")
+    j = probe.join_asof(k, left_on="_c", right_on="_l", by="rank", strategy="backward", check_sortedness=False)
+    out = members.with_row_index("_i").join(j.select("_i", "ready_ns"), on="_i", how="left").drop("_i")
+    # readiness after the start would be a clock artefact: never later than the arrival
+    return out.with_columns(pl.min_horizontal("ready_ns", "arrival_ns").alias("ready_ns"))

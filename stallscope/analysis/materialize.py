@@ -24,13 +24,14 @@ def _collectives_and_clocks(con: duckdb.DuckDBPyConnection) -> dict[str, pa.Tabl
     import polars as pl
 
     from stallscope.analysis.clock import estimate_offsets
-    from stallscope.analysis.collectives import instances_and_members, match_rows
+    from stallscope.analysis.collectives import instances_and_members, match_rows, with_readiness
     from stallscope.store.queries import arrow_of
 
     rows = match_rows(con)
     ranks = pl.from_arrow(arrow_of(con.sql("SELECT rank, host, base_time_ns, trace_start_ns FROM ranks")))
     offsets = estimate_offsets(rows, ranks)  # type: ignore[arg-type]
     inst, members = instances_and_members(rows, offsets)
+    members = with_readiness(members, con, offsets)
     return {"clock_offsets": offsets.to_arrow(), "collective_instances": inst.to_arrow(), "collective_members": members.to_arrow()}
 
 

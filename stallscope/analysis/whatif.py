@@ -14,6 +14,13 @@ Anchoring on the last *completed* predecessor (not simply the previous one) keep
 right: two buckets in flight on different streams, a pipeline send overlapping the next
 receive, or a collective queued on a busy NCCL stream all replay as they ran.
 
+A member that sat **queued** (it started the moment its anchor ended, although its inputs were
+ready earlier: ``ready_ns`` in ``collective_members``) is not pulled earlier than its readiness
+when its anchor moves: ``arrival = max(anchor end, ready + the rank's own shift)``, where the
+shift is how much the rank's compute-gated arrivals have moved so far. This keeps hidden
+communication hidden when a what-if speeds transfers up (a bucket cannot start before its
+gradients exist).
+
 Replaying the recorded gaps and transfers reproduces the recorded timeline exactly (a tested
 identity). A *scenario* changes gaps or transfers — the culprit ranks behave like their median
 **peer** (ranks doing the same work: the members of their most frequent synchronous group; for
@@ -54,6 +61,8 @@ class Timeline:
     row_gap: np.ndarray          #: per row: gap (ns) between the anchor's end and the arrival
     row_transfer: np.ndarray     #: per row: own end - last arrival of its instance (ns)
     row_end: np.ndarray          #: per row: recorded end (ns)
+    row_arrival: np.ndarray      #: per row: recorded arrival (ns)
+    row_ready: np.ndarray        #: per row: recorded readiness for queued rows, NaN otherwise (ns)
     tail_row: np.ndarray         #: per rank: its row that ended last, or -1
     tail: np.ndarray             #: per rank: last step end - end of tail_row (or - start)
     makespan: float              #: recorded T (ns)
@@ -107,6 +116,12 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     base = np.where(anchor >= 0, row_end[np.maximum(anchor, 0)], start[row_rank_idx])
     gap = arrival - base
     transfer = row_end - m["_last"].to_numpy().astype(np.float64)
+    if "ready_ns" in m.columns:
+        ready = m["ready_ns"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    else:
+        ready = np.full(len(arrival), np.nan)
+    queued = (anchor >= 0) & (gap <= ANCHOR_TOLERANCE_NS) & np.isfinite(ready) & (ready < arrival - ANCHOR_TOLERANCE_NS)
+    row_ready = np.where(queued, ready, np.nan)
     # tails: from each rank's latest end to its last step end
     tail_row = np.full(len(ranks), -1, dtype=np.int64)
     tail = end - start
@@ -126,7 +141,8 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
         pl.col("instance_id").replace_strict(pos_of).alias("pos"), pl.Series("gap", gap))
     chain, tail_role = _roles(chain, attrs, ranks)
     return Timeline(ranks=ranks, start=start, end=end, inst_ids=inst_ids, inst_rows=inst_rows, row_rank_idx=row_rank_idx,
-                    row_anchor=anchor, row_gap=gap, row_transfer=transfer, row_end=row_end, tail_row=tail_row, tail=tail,
+                    row_anchor=anchor, row_gap=gap, row_transfer=transfer, row_end=row_end, row_arrival=arrival,
+                    row_ready=row_ready, tail_row=tail_row, tail=tail,
                     makespan=float(end.max() - start.min()), attrs=attrs, chain=chain, tail_role=tail_role)
 
 
@@ -162,11 +178,18 @@ def replay(tl: Timeline, *, gaps: np.ndarray | None = None, transfers: TransferR
     g_all = tl.row_gap if gaps is None else gaps
     new_end = tl.row_end.copy()
     start = tl.start
+    shift = np.zeros(len(tl.ranks))  # per rank: how far its compute-gated arrivals moved
     for pos in range(tl.n_instances):
         rows = tl.inst_rows[pos]
+        ridx = tl.row_rank_idx[rows]
         anc = tl.row_anchor[rows]
-        base = np.where(anc >= 0, new_end[np.maximum(anc, 0)], start[tl.row_rank_idx[rows]])
+        base = np.where(anc >= 0, new_end[np.maximum(anc, 0)], start[ridx])
         arr = base + g_all[rows]
+        ready = tl.row_ready[rows]
+        q = np.isfinite(ready)
+        if q.any():
+            arr = np.where(q, np.maximum(base, ready + shift[ridx]), arr)
+        shift[ridx] = np.where(q, shift[ridx], arr - tl.row_arrival[rows])
         last = arr.max()
         tr = tl.row_transfer[rows]
         if transfers is not None:

@@ -72,3 +72,71 @@ def socket_facts(ctx: Context) -> dict[str, object]:
         pass
     return {"logs": True, "hosts": hosts, "socket_hosts": socket_hosts - rdma_hosts, "rdma_hosts": rdma_hosts,
             "socket_connections": n_socket}
+
+
+#: share of NCCL's graph bandwidth a large collective achieves as bus bandwidth (nccl-tests: 80-90 %)
+GRAPH_EFFICIENCY = 0.85
+#: bus bandwidth per RDMA NIC when the logs name the NICs but not their speed (100 Gb/s at ~80 %)
+PER_NIC_GBPS = 10.0
+
+
+def fabric_facts(ctx: Context) -> dict[str, dict[str, float]]:
+    """Per-host facts from the NCCL logs: RDMA devices listed, inter-node graph bandwidth
+    (``bw_inter`` × channels of NCCL's topology search, i.e. what NCCL computed the host's NICs
+    can carry), and GDR share of NET connections."""
+    out: dict[str, dict[str, float]] = {"nics": {}, "graph_bw": {}, "gdr": {}}
+    try:
+        n = ctx.store.sql("SELECT host, count(DISTINCT dev_name) AS n FROM nccl_net WHERE job = ? AND kind = 'ib_device' "
+                          "AND host IS NOT NULL GROUP BY host", [ctx.job])
+        out["nics"] = {h: float(v) for h, v in n.iter_rows()}
+        g = ctx.store.sql("SELECT host, max(bw_inter_gbs * coalesce(n_channels, 1)) AS bw FROM nccl_topology WHERE job = ? "
+                          "AND kind = 'graph' AND bw_inter_gbs > 0 AND host IS NOT NULL GROUP BY host", [ctx.job])
+        out["graph_bw"] = {h: float(v) for h, v in g.iter_rows() if v}
+    except Exception:  # noqa: BLE001 - no NCCL tables in this store
+        pass
+    conns = connections(ctx)
+    if conns is not None and conns.height and "gdr" in conns.columns:
+        net = conns.filter((pl.col("transport") == "NET") & (pl.col("net") != "Socket") & pl.col("gdr").is_not_null()
+                           & pl.col("host").is_not_null())
+        g2 = net.group_by("host").agg(pl.col("gdr").mean())
+        out["gdr"] = dict(zip(g2["host"].to_list(), g2["gdr"].to_list()))
+    return out
+
+
+def expected_busbw(ctx: Context, *, without: str | None = None) -> tuple[float, str]:
+    """Inter-node bus bandwidth the fabric should give, and on what basis.
+
+    NCCL's own graph bandwidth (the bottleneck host, × GRAPH_EFFICIENCY) when the logs have it;
+    else the RDMA NICs NCCL listed on the host with the fewest (× PER_NIC_GBPS); else the
+    single-NIC reference. ``without``: as if that host were like its peers.
+    """
+    f = fabric_facts(ctx)
+    gb = {h: v for h, v in f["graph_bw"].items() if h != without}
+    if len(f["graph_bw"]) >= 2 and gb:
+        return min(gb.values()) * GRAPH_EFFICIENCY, "nccl_graph"
+    nics = {h: v for h, v in f["nics"].items() if h != without}
+    if nics:
+        gpus = max(ctx.ranks_per_host.values()) if ctx.ranks_per_host else 1
+        return min(min(nics.values()), gpus) * PER_NIC_GBPS, "nic_count"
+    return REF_RDMA_GBPS, "reference"
+
+
+def host_bandwidth_handicap(ctx: Context, host: str) -> float | None:
+    """How much faster inter-node transfers would be if ``host`` were like its peers, from NCCL's
+    graph bandwidth (bottleneck without the host / bottleneck with it); None when unknown."""
+    g = fabric_facts(ctx)["graph_bw"]
+    if host not in g or len(g) < 2:
+        return None
+    others = [v for h, v in g.items() if h != host]
+    with_all = min(g.values())
+    return min(others) / with_all if with_all > 0 else None
+
+
+def transfers_scaled(ctx: Context, factor: float) -> dict[int, float]:
+    """Replay positions of inter-node instances -> their transfer time divided by ``factor``."""
+    tl = ctx.timeline
+    if tl is None or factor <= 1.0:
+        return {}
+    inst = inter_transfers(ctx, min_bytes=64 << 10)
+    pos_of = {int(i): p for p, i in enumerate(tl.inst_ids.tolist())}
+    return {pos_of[int(i)]: float(t) / factor for i, t in inst.select("instance_id", "transfer_ns").iter_rows() if int(i) in pos_of}

@@ -6,11 +6,13 @@ import polars as pl
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.fabric._bandwidth import COLLAPSE_GBPS, REF_RDMA_GBPS, inter_transfers, transfers_at_bandwidth
-from stallscope.rules.placement import log_hosts
+from stallscope.rules.fabric._bandwidth import (
+    expected_busbw, fabric_facts, host_bandwidth_handicap, inter_transfers, transfers_at_bandwidth, transfers_scaled)
+from stallscope.rules.placement import log_hosts, placement_differences
 
-#: WARN texts that point at a NIC, port or link (not at NCCL's own configuration)
-NIC_WARN = r"(?i)(ibv_|NET/IB|completion|port|link|mlx|roce|retry|timeout|vendor err|unreachable|qp)"
+#: WARN texts that point at an RDMA NIC, port or link (not at NVML, CUDA or NCCL's configuration)
+NIC_WARN = (r"(ibv_|NET/IB|NET/IBext|port error|port down|async event|[Cc]ompletion error|IBV_WC_|mlx\d|vendor err|"
+            r"[Rr]etry exceeded|[Nn]etwork is unreachable|modify_qp|RoCE)")
 
 
 class DegradedNic(Rule):
@@ -50,19 +52,26 @@ class DegradedNic(Rule):
     def check(self, ctx: Context) -> list[Finding]:
         warned = self._warned_hosts(ctx)
         slow = self._slow_hosts(ctx)
-        candidates = sorted(set(warned) | set(slow))
+        graph_low = self._graph_low_hosts(ctx)
+        candidates = sorted(set(warned) | set(slow) | set(graph_low))
         if not candidates or len(candidates) > max(1, len(ctx.d.hosts) // 3):
             return []
         out = []
         for host in candidates:
+            if placement_differences(ctx, host).items:
+                continue  # the host's placement differs: LOC004 explains its links
             lost = None
             if host in slow:
                 lost = ctx.lost_if_transfers(f"nic:{host}", slow[host]["fix"])
-            if lost is None or lost < 0.01:
+            handicap = host_bandwidth_handicap(ctx, host)
+            if (lost is None or lost < 0.01) and handicap and handicap > 1.05:
+                lost = ctx.lost_if_transfers(f"nic-graph:{host}", transfers_scaled(ctx, handicap))
+            if (lost is None or lost < 0.01) and host in warned:
                 inter = inter_transfers(ctx)
-                if inter.height and float(inter["busbw_gbps"].median()) < COLLAPSE_GBPS and host in warned:
-                    lost = ctx.lost_if_transfers("fab001", transfers_at_bandwidth(ctx, REF_RDMA_GBPS))
-            if host not in warned and (lost is None or lost < 0.01):
+                expected, basis = expected_busbw(ctx, without=host)
+                if inter.height and basis != "reference" and float(inter["busbw_gbps"].median()) < 0.8 * expected:
+                    lost = ctx.lost_if_transfers(f"fab:{expected:.3f}", transfers_at_bandwidth(ctx, expected))
+            if host not in warned and host not in graph_low and (lost is None or lost < 0.01):
                 continue
             parts = []
             if host in warned:
@@ -70,6 +79,9 @@ class DegradedNic(Rule):
             if host in slow:
                 parts.append(f"inter-node collectives through it reach {slow[host]['ratio']:.0%} of the bus bandwidth of the same "
                              f"collectives among the other hosts")
+            if host in graph_low:
+                parts.append(f"NCCL's topology search gives its NICs {graph_low[host]:.0%} of the inter-node bandwidth of the "
+                             f"other hosts' (a port running at a lower rate)")
             summary = (f"Host {host}: " + "; ".join(parts) + "."
                        + (f" At the other hosts' speed the job would be {fmt_pct(lost)} shorter." if lost else
                           " The traces do not show how much time it cost."))
@@ -94,13 +106,25 @@ class DegradedNic(Rule):
             out.append(f)
         return out
 
+    def _graph_low_hosts(self, ctx: Context) -> dict[str, float]:
+        g = fabric_facts(ctx)["graph_bw"]
+        if len(g) < 3:
+            return {}
+        out = {}
+        for h, v in g.items():
+            others = sorted(x for k, x in g.items() if k != h)
+            med = others[len(others) // 2]
+            if med > 0 and v < 0.75 * med:
+                out[h] = v / med
+        return out
+
     def _warned_hosts(self, ctx: Context) -> dict[str, int]:
         hosts = log_hosts(ctx)
         if len(hosts) < 2:
             return {}
         try:
-            w = ctx.store.sql(f"SELECT host, count(*) AS n FROM nccl_warnings WHERE job = ? AND regexp_matches(message, '{NIC_WARN}') "
-                              f"GROUP BY host", [ctx.job])
+            w = ctx.store.sql("SELECT host, count(*) AS n FROM nccl_warnings WHERE job = ? AND regexp_matches(message, ?) "
+                              "GROUP BY host", [ctx.job, NIC_WARN])
         except Exception:  # noqa: BLE001 - no log tables
             return {}
         counts = {h: int(n) for h, n in w.iter_rows() if h}

@@ -72,6 +72,9 @@ COLLECTIVE_MEMBERS = TableSpec(
         C("transfer_ns", I64, "own end - last arrival", "ns"),
         C("is_last", BOOL, "this member arrived last"),
         C("cpu_start_ns", I64, "host-side call start, aligned (null if not in the trace)", "ns"),
+        C("ready_ns", I64, "when its inputs were ready: end of the computation launched before the host-side call "
+                           "(the NCCL stream waits for it), aligned; null when unknown. arrival - ready is time spent "
+                           "queued behind other collectives", "ns"),
     ),
     stage="analysis",
 )
