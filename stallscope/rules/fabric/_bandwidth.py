@@ -31,17 +31,19 @@ def arrive_together(df: pl.DataFrame) -> bool:
     return float((df["skew_ns"] / df["transfer_ns"]).median()) < 0.5
 
 
-def transfers_at_bandwidth(ctx: Context, gbps: float, *, only: pl.DataFrame | None = None) -> dict[int, float]:
-    """Replay positions of inter-node instances -> transfer time at ``gbps`` bus bandwidth."""
+def transfers_at_bandwidth(ctx: Context, gbps: float | None = None, *, without: str | None = None) -> dict[int, float]:
+    """Replay positions of inter-node instances -> transfer time at their expected bus bandwidth
+    (or at ``gbps`` × their share of the host's NICs)."""
     tl = ctx.timeline
     if tl is None:
         return {}
-    inst = only if only is not None else inter_transfers(ctx, min_bytes=64 << 10)
+    inst = inter_expectations(ctx, without=without, min_bytes=64 << 10)
     pos_of = {int(i): p for p, i in enumerate(tl.inst_ids.tolist())}
     out = {}
-    for iid, b, f in inst.select("instance_id", "bytes", "bus_factor").iter_rows():
-        if int(iid) in pos_of and b:
-            out[pos_of[int(iid)]] = float(b) * float(f or 1.0) / gbps  # bytes / (GB/s) = ns
+    for iid, b, f, exp, share in inst.select("instance_id", "bytes", "bus_factor", "expected_gbps", "share").iter_rows():
+        bw = exp if gbps is None else gbps * (share or 1.0)
+        if int(iid) in pos_of and b and bw:
+            out[pos_of[int(iid)]] = float(b) * float(f or 1.0) / bw  # bytes / (GB/s) = ns
     return out
 
 
@@ -103,22 +105,49 @@ def fabric_facts(ctx: Context) -> dict[str, dict[str, float]]:
     return out
 
 
-def expected_busbw(ctx: Context, *, without: str | None = None) -> tuple[float, str]:
-    """Inter-node bus bandwidth the fabric should give, and on what basis.
+#: bus bandwidth of the fastest common NIC (400 Gb/s line rate = 50 GB/s): caps graph-derived capacities
+MAX_PER_NIC_GBPS = 50.0
 
-    NCCL's own graph bandwidth (the bottleneck host, × GRAPH_EFFICIENCY) when the logs have it;
-    else the RDMA NICs NCCL listed on the host with the fewest (× PER_NIC_GBPS); else the
-    single-NIC reference. ``without``: as if that host were like its peers.
+
+def expected_busbw(ctx: Context, *, without: str | None = None) -> tuple[float, str]:
+    """Inter-node bus bandwidth one host's NICs should give (the bottleneck host), and the basis.
+
+    NCCL's own graph bandwidth (channels × per-channel inter-node bandwidth of the topology
+    search, × GRAPH_EFFICIENCY) when the logs have it, capped by the NICs listed; else the RDMA
+    NICs NCCL listed on the host with the fewest (× PER_NIC_GBPS); else the single-NIC reference.
+    ``without``: as if that host were like its peers. A collective only gets its share of this
+    when several run at once from one host (see :func:`inter_expectations`).
     """
     f = fabric_facts(ctx)
+    nics = {h: v for h, v in f["nics"].items() if h != without}
+    gpus = max(ctx.ranks_per_host.values()) if ctx.ranks_per_host else 1
     gb = {h: v for h, v in f["graph_bw"].items() if h != without}
     if len(f["graph_bw"]) >= 2 and gb:
-        return min(gb.values()) * GRAPH_EFFICIENCY, "nccl_graph"
-    nics = {h: v for h, v in f["nics"].items() if h != without}
+        cap = min(gb.values()) * GRAPH_EFFICIENCY
+        if nics:
+            cap = min(cap, min(min(nics.values()), gpus) * MAX_PER_NIC_GBPS)
+        return cap, "nccl_graph"
     if nics:
-        gpus = max(ctx.ranks_per_host.values()) if ctx.ranks_per_host else 1
         return min(min(nics.values()), gpus) * PER_NIC_GBPS, "nic_count"
     return REF_RDMA_GBPS, "reference"
+
+
+def inter_expectations(ctx: Context, *, without: str | None = None, min_bytes: int = MIN_BW_BYTES) -> pl.DataFrame:
+    """Bandwidth-bound inter-node instances with the bus bandwidth each should get.
+
+    Concurrent communicators share a host's NICs: a group with k of a host's G ranks gets k/G of
+    its capacity (one member per host, as in hybrid-sharded replicas, gets 1/G; a world group
+    gets all of it). ``expected_gbps`` = capacity × min over the group's hosts of k/G.
+    """
+    inst = inter_transfers(ctx, min_bytes=min_bytes)
+    if inst.height == 0:
+        return inst.with_columns(pl.lit(None, dtype=pl.Float64).alias("expected_gbps"), pl.lit(None, dtype=pl.Float64).alias("share"))
+    cap, _ = expected_busbw(ctx, without=without)
+    per_host = ctx.d.members.join(inst.select("instance_id"), on="instance_id").group_by("instance_id", "host").agg(pl.len().alias("k"))
+    g = pl.DataFrame({"host": list(ctx.ranks_per_host), "G": list(ctx.ranks_per_host.values())}, schema={"host": pl.String, "G": pl.Int64})
+    share = per_host.join(g, on="host", how="left").group_by("instance_id").agg((pl.col("k") / pl.col("G")).min().clip(0.0, 1.0).alias("share"))
+    return inst.join(share, on="instance_id", how="left").with_columns(pl.col("share").fill_null(1.0)).with_columns(
+        (pl.col("share") * cap).alias("expected_gbps"))
 
 
 def host_bandwidth_handicap(ctx: Context, host: str) -> float | None:

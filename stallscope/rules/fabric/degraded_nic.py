@@ -7,7 +7,8 @@ import polars as pl
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.fabric._bandwidth import (
-    expected_busbw, fabric_facts, host_bandwidth_handicap, inter_transfers, transfers_at_bandwidth, transfers_scaled)
+    expected_busbw, fabric_facts, host_bandwidth_handicap, inter_expectations, inter_transfers, transfers_at_bandwidth,
+    transfers_scaled)
 from stallscope.rules.placement import log_hosts, placement_differences
 
 #: WARN texts that point at an RDMA NIC, port or link (not at NVML, CUDA or NCCL's configuration)
@@ -67,10 +68,10 @@ class DegradedNic(Rule):
             if (lost is None or lost < 0.01) and handicap and handicap > 1.05:
                 lost = ctx.lost_if_transfers(f"nic-graph:{host}", transfers_scaled(ctx, handicap))
             if (lost is None or lost < 0.01) and host in warned:
-                inter = inter_transfers(ctx)
-                expected, basis = expected_busbw(ctx, without=host)
-                if inter.height and basis != "reference" and float(inter["busbw_gbps"].median()) < 0.8 * expected:
-                    lost = ctx.lost_if_transfers(f"fab:{expected:.3f}", transfers_at_bandwidth(ctx, expected))
+                inter = inter_expectations(ctx, without=host)
+                _, basis = expected_busbw(ctx, without=host)
+                if inter.height and basis != "reference" and float((inter["busbw_gbps"] / inter["expected_gbps"]).median()) < 0.8:
+                    lost = ctx.lost_if_transfers(f"fab:without:{host}", transfers_at_bandwidth(ctx, without=host))
             if host not in warned and host not in graph_low and (lost is None or lost < 0.01):
                 continue
             parts = []

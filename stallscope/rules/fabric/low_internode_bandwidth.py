@@ -5,7 +5,7 @@ from __future__ import annotations
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.fabric._bandwidth import (
-    COLLAPSE_GBPS, arrive_together, expected_busbw, inter_transfers, socket_facts, transfers_at_bandwidth)
+    COLLAPSE_GBPS, arrive_together, expected_busbw, inter_expectations, socket_facts, transfers_at_bandwidth)
 
 
 class LowInterNodeBandwidth(Rule):
@@ -45,18 +45,20 @@ class LowInterNodeBandwidth(Rule):
     cause = "fabric"
 
     def check(self, ctx: Context) -> list[Finding]:
-        inter = inter_transfers(ctx)
+        inter = inter_expectations(ctx)
         if inter.height < 3 or not arrive_together(inter):
             return []
         bw = float(inter["busbw_gbps"].median())
         expected, basis = expected_busbw(ctx)
-        far_below = bw < 0.5 * expected if basis != "reference" else bw < COLLAPSE_GBPS
+        # per-host equivalent: what the host's NICs carried, given the group's share of them
+        host_bw = float((inter["busbw_gbps"] / inter["share"]).median())
+        far_below = host_bw < 0.5 * expected if basis != "reference" else host_bw < COLLAPSE_GBPS
         if not far_below:
             return []
         facts = socket_facts(ctx)
         if facts.get("socket_hosts"):
             return []  # FAB002 names the cause
-        lost = ctx.lost_if_transfers(f"fab:{expected:.3f}", transfers_at_bandwidth(ctx, expected))
+        lost = ctx.lost_if_transfers("fab:expected", transfers_at_bandwidth(ctx))
         if lost is None or lost < 0.01:
             return []
         skew = float((inter["skew_ns"] / inter["transfer_ns"]).median())
@@ -64,8 +66,9 @@ class LowInterNodeBandwidth(Rule):
                "nic_count": "what the RDMA NICs NCCL lists should carry",
                "reference": "any RDMA fabric (one 100 Gb/s NIC)"}[basis]
         summary = (f"Inter-node collectives of 1 MiB and more reach a median bus bandwidth of {bw:.2f} GB/s over "
-                   f"{inter.height} instances, while their members arrive together (median skew {skew:.0%} of the transfer). "
-                   f"That is far below {why} (~{expected:.0f} GB/s); at that bandwidth "
+                   f"{inter.height} instances ({host_bw:.2f} GB/s per host once concurrent groups sharing the NICs are counted), "
+                   f"while their members arrive together (median skew {skew:.0%} of the transfer). "
+                   f"That is far below {why} (~{expected:.0f} GB/s per host); at that bandwidth "
                    f"the job would be {fmt_pct(lost)} shorter."
                    + ("" if facts.get("logs") else " The bundle has no NCCL logs: set NCCL_DEBUG=INFO to see which transport was used."))
         ev = [

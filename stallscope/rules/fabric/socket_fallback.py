@@ -51,7 +51,7 @@ class SocketFallback(Rule):
         bw = None
         if inter.height:
             bw = float(inter["busbw_gbps"].median())
-            lost = ctx.lost_if_transfers("fab001", transfers_at_bandwidth(ctx, REF_RDMA_GBPS))
+            lost = ctx.lost_if_transfers("fab:rdma", transfers_at_bandwidth(ctx, REF_RDMA_GBPS))
         all_hosts = len(hosts) >= len(ctx.d.hosts) or len(hosts) == len(facts.get("hosts", []))  # type: ignore[arg-type]
         ranks = ctx.d.ranks["rank"].to_list() if all_hosts else [r for h in hosts for r in ctx.d.ranks_of(h)]
         culprit_hosts = ctx.d.hosts if all_hosts and ctx.d.hosts else hosts
