@@ -23,8 +23,9 @@ class SocketFallback(Rule):
     Evidence it cites:
         The log lines (``nccl_net`` selected network, ``nccl_connections`` with ``net =
         'Socket'``), the achieved inter-node bus bandwidth from the traces; time lost from the
-        what-if replay with inter-node transfers at the 10 GB/s RDMA reference (when traces are
-        in the bundle).
+        what-if replay with inter-node transfers at what RDMA would give — one 100 Gb/s-class NIC
+        (10 GB/s bus bandwidth) per GPU, as on rail-optimized training nodes, shared by the
+        groups that run at once — when traces are in the bundle.
 
     How to fix:
         Find why NCCL could not use the RDMA NICs: ``NCCL_IB_DISABLE=1`` or a missing
@@ -51,7 +52,9 @@ class SocketFallback(Rule):
         bw = None
         if inter.height:
             bw = float(inter["busbw_gbps"].median())
-            lost = ctx.lost_if_transfers("fab:rdma", transfers_at_bandwidth(ctx, REF_RDMA_GBPS))
+            # what RDMA would give: one NIC per GPU (rail-optimized nodes), at the single-NIC reference
+            gpus = max(ctx.ranks_per_host.values()) if ctx.ranks_per_host else 1
+            lost = ctx.lost_if_transfers("fab:rdma", transfers_at_bandwidth(ctx, REF_RDMA_GBPS * gpus))
         all_hosts = len(hosts) >= len(ctx.d.hosts) or len(hosts) == len(facts.get("hosts", []))  # type: ignore[arg-type]
         ranks = ctx.d.ranks["rank"].to_list() if all_hosts else [r for h in hosts for r in ctx.d.ranks_of(h)]
         culprit_hosts = ctx.d.hosts if all_hosts and ctx.d.hosts else hosts
