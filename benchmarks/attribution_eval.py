@@ -5,8 +5,9 @@
 
 Scoring (stated here so the numbers mean something):
 
-* **predicted cause** = the cause of the first finding of severity medium or higher that is
-  not about input quality; ``none`` when there is no such finding.
+* **predicted cause** = the cause of the first finding that is not about input quality and has a
+  measured cost (severity low or higher: ≥ 1 % of the job); ``none`` when there is none. Low
+  findings are claims too: a 2 % straggler is a straggler.
 * **cause accuracy** = predicted cause == truth cause, over all bundles (healthy ones count:
   their truth is ``none``).
 * **culprit accuracy**, over bundles whose cause was predicted right and whose truth names
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 SEVERE = ("critical", "high", "medium")
+CLAIMS = ("critical", "high", "medium", "low")
 
 
 def strip_logs(bundle: Path, dest: Path) -> Path:
@@ -65,7 +67,8 @@ def evaluate_one(args: tuple[str, dict[str, Any], bool]) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - a crash is a wrong answer, reported as such
             return {"name": entry["name"], "scenario": entry["scenario"], "error": f"{type(exc).__name__}: {exc}"}
     secs = time.perf_counter() - t0
-    main = next((f for f in doc["findings"] if f["severity"] in SEVERE and f["cause"] != "input"), None)
+    main = next((f for f in doc["findings"] if f["severity"] in CLAIMS and f["cause"] != "input"), None)
+    severe = [f for f in doc["findings"] if f["severity"] in SEVERE and f["cause"] != "input"]
     pred = main["cause"] if main else "none"
     tc = truth["cause"]
     world = doc["job"]["world_size"]
@@ -83,7 +86,7 @@ def evaluate_one(args: tuple[str, dict[str, Any], bool]) -> dict[str, Any]:
             "culprit_ok": culprit_ok, "pred_ranks": main["ranks"] if main else [], "pred_hosts": main["hosts"] if main else [],
             "truth_ranks": truth.get("culprit_ranks"), "truth_hosts": truth.get("culprit_hosts"),
             "lost_pred": main["lost_time_fraction"] if main else 0.0, "lost_truth": truth.get("lost_time_fraction"),
-            "rule": main["rule"] if main else None, "fp": tc == "none" and pred != "none", "seconds": round(secs, 2),
+            "rule": main["rule"] if main else None, "fp": tc == "none" and bool(severe), "seconds": round(secs, 2),
             "logs": entry.get("logs"), "parallelism": entry.get("parallelism"), "severity": entry.get("severity")}
 
 

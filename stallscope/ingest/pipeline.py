@@ -217,6 +217,18 @@ def parse_one(kind: str, path: str, label: str, part: str, staging: str, rank_hi
     return res
 
 
+def _start_method() -> str:
+    """``fork`` when this process runs a single Python thread (cheap workers that need no
+    ``if __name__ == "__main__"`` guard in the caller's script), else ``spawn`` (clean workers
+    when another thread — a progress display, a server — could hold a lock at fork time)."""
+    import sys
+    import threading
+
+    if sys.platform.startswith("linux") and threading.active_count() == 1:
+        return "fork"
+    return "spawn"
+
+
 def _run_tasks(tasks: list[tuple[int, Found]], staging: Path, *, workers: int | None, progress: Progress | None,
                total_bytes: int) -> list[dict[str, Any]]:
     n = len(tasks)
@@ -240,9 +252,7 @@ def _run_tasks(tasks: list[tuple[int, Found]], staging: Path, *, workers: int | 
             if progress:
                 progress(len(results), n, done_bytes, total_bytes, a[2])
         return results
-    # spawn: clean workers (no inherited threads or locks) that the pool joins, so their CPU
-    # time is accounted to this process; each imports only the parser (msgspec, numpy, pyarrow)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context(_start_method())
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         pending: dict[Future[dict[str, Any]], tuple] = {}
         it = iter(args)
@@ -365,6 +375,32 @@ def _attach_hosts(writer: JobWriter, rank_rows: list[dict[str, Any]]) -> None:
             r["host"], r["host_source"] = man_host[r["rank"]][0], "manifest"
         elif r["file"] in dir_host:
             r["host"], r["host_source"] = dir_host[r["file"]], "directory"
+    _infer_blocks(rank_rows)
+
+
+def _infer_blocks(rank_rows: list[dict[str, Any]]) -> None:
+    """Ranks whose host is still unknown, in a job where the known hosts hold contiguous blocks
+    of G ranks (torchrun, SLURM and MPI assign rank = node × G + local rank), go to the block
+    their rank falls in: named ``host-of-ranks-A-B`` (host_source ``inferred``) unless a rank of
+    the block has a known host."""
+    known = [r for r in rank_rows if r.get("host")]
+    unknown = [r for r in rank_rows if not r.get("host")]
+    if not known or not unknown:
+        return
+    by_host: dict[str, list[int]] = {}
+    for r in known:
+        by_host.setdefault(r["host"], []).append(r["rank"])
+    sizes = {len(v) for v in by_host.values()}
+    if len(sizes) != 1:
+        return
+    g = sizes.pop()
+    if g < 2 or any(sorted(v) != list(range(min(v), min(v) + g)) or min(v) % g for v in by_host.values()):
+        return  # not a contiguous block layout
+    block_host = {min(v) // g: h for h, v in by_host.items()}
+    for r in unknown:
+        b = r["rank"] // g
+        r["host"] = block_host.get(b, f"host-of-ranks-{b * g}-{b * g + g - 1}")
+        r["host_source"] = "inferred"
 
 
 def _directory_hosts(rank_rows: list[dict[str, Any]]) -> dict[str, str]:
