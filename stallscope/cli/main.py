@@ -78,8 +78,12 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Console-script entry point: translate StallscopeError into one line + exit code."""
+    import os
+
     from stallscope.errors import StallscopeError
 
+    # the CLI parses bundles with one worker process per core by default (library callers: 1)
+    os.environ.setdefault("STALLSCOPE_WORKERS", str(os.cpu_count() or 1))
     try:
         return cli.main(args=argv, prog_name="stallscope", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -35,6 +35,15 @@ from stallscope.store.schema import tables as all_tables
 PARSED_KINDS = ("kineto", "nccl_log", "manifest")
 #: progress callback: (files_done, files_total, bytes_done, bytes_total, current_label)
 Progress = Callable[[int, int, int, int, str], None]
+#: parser processes when the caller does not say: ``$STALLSCOPE_WORKERS`` (the CLI sets it to
+#: the CPU count), else 1 — library callers parse in-process unless they ask for workers, which
+#: are spawned, so a script that asks for them needs the usual ``if __name__ == "__main__":`` guard
+def _default_workers() -> int:
+    try:
+        return max(1, int(os.environ.get("STALLSCOPE_WORKERS", "1")))
+    except ValueError:
+        return 1
+
 #: hook run on the staged job before it is published: (staging dir) -> extra warnings
 Finalize = Callable[[Path], list[dict[str, Any]]]
 
@@ -217,23 +226,11 @@ def parse_one(kind: str, path: str, label: str, part: str, staging: str, rank_hi
     return res
 
 
-def _start_method() -> str:
-    """``fork`` when this process runs a single Python thread (cheap workers that need no
-    ``if __name__ == "__main__"`` guard in the caller's script), else ``spawn`` (clean workers
-    when another thread — a progress display, a server — could hold a lock at fork time)."""
-    import sys
-    import threading
-
-    if sys.platform.startswith("linux") and threading.active_count() == 1:
-        return "fork"
-    return "spawn"
-
-
 def _run_tasks(tasks: list[tuple[int, Found]], staging: Path, *, workers: int | None, progress: Progress | None,
                total_bytes: int) -> list[dict[str, Any]]:
     n = len(tasks)
     if workers is None:
-        workers = min(os.cpu_count() or 1, n)
+        workers = min(_default_workers(), n)
     workers = max(1, min(workers, n)) if n else 1
     done_bytes = 0
     results: list[dict[str, Any]] = []
@@ -252,7 +249,9 @@ def _run_tasks(tasks: list[tuple[int, Found]], staging: Path, *, workers: int | 
             if progress:
                 progress(len(results), n, done_bytes, total_bytes, a[2])
         return results
-    ctx = multiprocessing.get_context(_start_method())
+    # spawn: clean workers (no inherited DuckDB/Arrow threads or held locks; fork deadlocks there)
+    # that the pool joins, so their CPU time is accounted to this process
+    ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         pending: dict[Future[dict[str, Any]], tuple] = {}
         it = iter(args)
