@@ -192,3 +192,32 @@ def _p2p_offsets(rows: pl.DataFrame, solved: dict[str, float], hosts: list[str])
 def _empty() -> pl.DataFrame:
     return pl.DataFrame(schema={"host": pl.String, "offset_ns": pl.Int64, "spread_ns": pl.Int64, "instances": pl.Int64,
                                 "rejected": pl.Int64, "reference": pl.Boolean, "method": pl.String})
+
+
+def infer_hosts(offsets: pl.DataFrame, ranks: pl.DataFrame) -> dict[int, str]:
+    """Group ranks with unknown hosts by clock. Ranks on one host share one clock, and launchers
+    (torchrun, SLURM, MPI) give a host a contiguous block of G ranks. For each candidate G (a
+    divisor of the world size, 2-64), the blocks' offset ranges are compared: the largest G whose
+    worst block range stays within twice the worst range at the previous candidate (and within
+    1 ms) is taken — merging two hosts into one block makes the range jump by the hosts' clock
+    difference (µs for PTP-synchronized clocks, ms to days otherwise). Returns rank -> inferred
+    host, or {} when no block size fits."""
+    o = offsets.filter(pl.col("method").is_in(["reference", "collective_end", "p2p"])).select("host", "offset_ns")
+    unknown = ranks.filter(pl.col("host").is_null())["rank"].to_list()
+    off = {int(h[5:]): float(v) for h, v in o.iter_rows() if h.startswith("rank-")}
+    n = ranks.height
+    if len(unknown) != n or len(off) != n or n < 4:
+        return {}
+    order = sorted(off)
+    if order != list(range(n)):
+        return {}
+    best = None
+    prev_range = None
+    for g in [g for g in range(2, min(64, n // 2) + 1) if n % g == 0]:
+        worst = max(max(off[r] for r in range(b, b + g)) - min(off[r] for r in range(b, b + g)) for b in range(0, n, g))
+        if worst > 1_000_000 or (prev_range is not None and worst > 2 * max(prev_range, 200.0)):
+            break
+        best, prev_range = g, worst
+    if best is None or best == n:
+        return {}
+    return {r: f"host-of-ranks-{(r // best) * best}-{(r // best) * best + best - 1}" for r in range(n)}

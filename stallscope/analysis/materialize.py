@@ -23,16 +23,29 @@ def _collectives_and_clocks(con: duckdb.DuckDBPyConnection) -> dict[str, pa.Tabl
     """Match collectives, estimate host clock offsets from them, then align member metrics."""
     import polars as pl
 
-    from stallscope.analysis.clock import estimate_offsets
+    from stallscope.analysis.clock import estimate_offsets, infer_hosts
     from stallscope.analysis.collectives import instances_and_members, match_rows, with_readiness
     from stallscope.store.queries import arrow_of
 
     rows = match_rows(con)
-    ranks = pl.from_arrow(arrow_of(con.sql("SELECT rank, host, base_time_ns, trace_start_ns FROM ranks")))
-    offsets = estimate_offsets(rows, ranks)  # type: ignore[arg-type]
+    ranks: pl.DataFrame = pl.from_arrow(arrow_of(con.sql("SELECT rank, host, base_time_ns, trace_start_ns FROM ranks")))  # type: ignore[assignment]
+    offsets = estimate_offsets(rows, ranks)
+    out: dict[str, pa.Table] = {}
+    if ranks.height and ranks["host"].null_count() == ranks.height:
+        # no input names a host: group ranks by clock, then estimate again per inferred host
+        inferred = infer_hosts(offsets, ranks)
+        if inferred:
+            hosts = pl.DataFrame({"rank": list(inferred), "host": list(inferred.values()), "source": ["clock"] * len(inferred)},
+                                 schema={"rank": pl.Int32, "host": pl.String, "source": pl.String})
+            out["rank_hosts"] = hosts.to_arrow()
+            new_host = {f"rank-{r}": h for r, h in inferred.items()}
+            rows = rows.with_columns(pl.col("host").replace(new_host))
+            ranks = ranks.with_columns(pl.col("rank").replace_strict(inferred, default=None, return_dtype=pl.String).alias("host"))
+            offsets = estimate_offsets(rows, ranks)
     inst, members = instances_and_members(rows, offsets)
     members = with_readiness(members, con, offsets)
-    return {"clock_offsets": offsets.to_arrow(), "collective_instances": inst.to_arrow(), "collective_members": members.to_arrow()}
+    out.update({"clock_offsets": offsets.to_arrow(), "collective_instances": inst.to_arrow(), "collective_members": members.to_arrow()})
+    return out
 
 
 def _breakdown(con: duckdb.DuckDBPyConnection) -> dict[str, pa.Table]:

@@ -70,8 +70,18 @@ def arbitrate(ctx: Context, findings: list[Finding]) -> list[Finding]:
     loc_ranks = {h: set(ctx.d.ranks_of(h)) for h, f in loc.items() if SEVERITY_ORDER[f.severity] >= 2}
     findings = [f for f in findings if not (f.rule in _SYNC_CULPRIT_RULES and f.ranks
                                             and any(set(f.ranks) == rs for rs in loc_ranks.values()))]
-    # 3. socket fallback names the cause of the bandwidth collapse
-    if any(f.rule == "FAB002" for f in findings):
+    # 3. a more specific cause of the bandwidth collapse replaces the job-wide FAB001: socket
+    #    fallback (FAB002), one host's degraded link (FAB004) or one host's GPU-NIC placement (LOC004)
+    specific = [f for f in findings if f.rule in ("FAB002", "FAB004")
+                or (f.rule == "LOC004" and f.details.get("affects_inter_node"))
+                or (f.cause == "locality" and "LOC004" in f.details.get("merged_rules", []))]
+    if specific:
+        for f in findings:
+            if f.rule == "FAB001":
+                for g in specific:
+                    if (g.lost_time_fraction or 0) < (f.lost_time_fraction or 0) and g.rule != "FAB002":
+                        g.lost_time_fraction = f.lost_time_fraction
+                        g.severity = f.severity
         findings = [f for f in findings if f.rule != "FAB001"]
     # 4. jitter only when nothing more specific explains the waiting
     explained = any((f.rule in _SYNC_CULPRIT_RULES or f.rule == "LOC001") and SEVERITY_ORDER[f.severity] >= 2 for f in findings)

@@ -6,9 +6,11 @@ from stallscope.rules.context import Context
 from stallscope.rules.locality._intra import intra_transfer_fix
 
 
-def host_lost(ctx: Context, host: str, *, intra: bool) -> float | None:
-    """The larger of: the host's ranks behaving like their peers (when they are late), and (for
-    intra-node problems) its intra-node transfers at its peers' speed."""
+def host_lost(ctx: Context, host: str, *, intra: bool, inter: bool = False) -> float | None:
+    """The largest of: the host's ranks behaving like their peers (when they are late); for
+    intra-node problems, its intra-node transfers at its peers' speed; for GPU-NIC problems,
+    inter-node transfers at the bandwidth the fabric should give without this host's handicap
+    (when they run below it: a ring is as slow as its slowest host)."""
     best = None
     late = set(ctx.late_sets.persistent)
     ranks = ctx.d.ranks_of(host)
@@ -20,4 +22,16 @@ def host_lost(ctx: Context, host: str, *, intra: bool) -> float | None:
             v = ctx.lost_if_transfers(f"intra:{host}", fix)
             if v is not None and (best is None or v > best):
                 best = v
+    if inter:
+        from stallscope.rules.fabric._bandwidth import host_bandwidth_handicap, inter_expectations, transfers_at_bandwidth, transfers_scaled
+
+        handicap = host_bandwidth_handicap(ctx, host)
+        if handicap and handicap > 1.05:
+            v = ctx.lost_if_transfers(f"nic-graph:{host}", transfers_scaled(ctx, handicap))
+        else:
+            e = inter_expectations(ctx, without=host)
+            below = e.height and float((e["busbw_gbps"] / e["expected_gbps"]).median()) < 0.8
+            v = ctx.lost_if_transfers(f"fab:without:{host}", transfers_at_bandwidth(ctx, without=host)) if below else None
+        if v is not None and (best is None or v > best):
+            best = v
     return best

@@ -49,18 +49,20 @@ class CrossSocketNic(Rule):
             items = [t for t in diffs.items if "socket" in t or "GPUDirect" in t or "affinity" in t]
             if not items:
                 continue
-            lost = host_lost(ctx, host, intra=False)
+            nic_path = any("socket" in t or "GPUDirect" in t for t in items)
+            lost = host_lost(ctx, host, intra=False, inter=nic_path)
             summary = (f"On {host}: {'; '.join(items)}. "
-                       + (f"Its ranks arrive late; replaying with them like their peers saves {fmt_pct(lost)} of the job." if lost
-                          else "The traces do not show a measurable cost on its own ranks."))
+                       + (f"Replaying with {host} like its peers (its ranks on time, inter-node links as fast as the fabric "
+                          f"should be) saves {fmt_pct(lost)} of the job." if lost
+                          else "The traces do not show a measurable cost."))
             f = Finding(rule=self.code, cause=self.cause, title=f"{host}: GPU-NIC path or CPU affinity crosses sockets",
+                        details={"placement_differences": diffs.items, "affects_inter_node": nic_path},
                         summary=summary, ranks=ctx.d.ranks_of(host), hosts=[host], lost_time_fraction=lost,
                         confidence=ctx.quality * 0.85,
                         evidence=[e for e in diffs.evidence if "GPU-NIC" in e.description or "GPUDirect" in e.description
                                   or "affinity" in e.description],
                         recommendation=f"Bind {host}'s ranks to their GPU's NUMA node (numactl / --cpu-bind), point NCCL_IB_HCA at "
-                                       "the NIC on the GPU's PCIe switch, compare the host's wiring and BIOS with its peers.",
-                        details={"placement_differences": diffs.items})
+                                       "the NIC on the GPU's PCIe switch, compare the host's wiring and BIOS with its peers.")
             if lost is None:
                 f.severity = "low"
             out.append(f)

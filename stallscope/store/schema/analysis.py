@@ -103,4 +103,16 @@ STEP_BREAKDOWN = TableSpec(
     stage="analysis",
 )
 
-register(CLOCK_OFFSETS, COLLECTIVE_INSTANCES, COLLECTIVE_MEMBERS, STEP_BREAKDOWN)
+RANK_HOSTS = TableSpec(
+    "rank_hosts",
+    "Hosts inferred for ranks whose host no input names: ranks on one host share a clock, so ranks"
+    " whose estimated clock offsets coincide are grouped (the `ranks` view uses these when ranks.host is null).",
+    (
+        C("rank", I32, "global rank"),
+        C("host", STR, "inferred host label (`host-of-ranks-A-B`)"),
+        C("source", STR, "how it was inferred: clock"),
+    ),
+    stage="analysis",
+)
+
+register(RANK_HOSTS, CLOCK_OFFSETS, COLLECTIVE_INSTANCES, COLLECTIVE_MEMBERS, STEP_BREAKDOWN)
