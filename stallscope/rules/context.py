@@ -46,6 +46,24 @@ class LateSets:
 
 
 @dataclass
+class SyncVerdict:
+    """Who the waiting at synchronous collectives is due to, decided by what-if replays.
+
+    ``kind``: straggler (a few ranks), host (the ranks of one host together), jitter (many ranks
+    taking turns), or none. ``lost`` is the what-if gain of the culprits behaving like their
+    median peers (for jitter: of every rank behaving like the median).
+    """
+
+    kind: str
+    culprits: list[int]
+    host: str | None
+    lost: float
+    jitter_lost: float
+    late_steps: list[int]
+    persistent: bool
+
+
+@dataclass
 class Context:
     store: Store
     job: str
@@ -158,6 +176,62 @@ class Context:
         if n < 2 or len(self.ranks_per_host) < 2:
             return None
         return h if len(ranks) >= max(2, int(np.ceil(0.75 * n))) else None
+
+    @cached_property
+    def sync_verdict(self) -> SyncVerdict:
+        """Decide between stragglers, a slow host and jitter by how much each explanation's
+        what-if recovers (see the module doc of :mod:`stallscope.rules.synchronization`)."""
+        n = self.d.ranks.height
+        jit = self.lost_to_jitter() or 0.0
+        ls = self.late_sets
+        none = SyncVerdict("none", [], None, 0.0, jit, [], False)
+        if self.timeline is None or n < 2:
+            return none
+        # candidates: ranks late in some step, and the ranks holding others up the most
+        cand: list[int] = list(dict.fromkeys(ls.persistent + sorted(ls.intermittent, key=lambda r: -len(ls.intermittent[r]))))
+        top_blame = self.blame.group_by("rank").agg(pl.col("blame_ns").sum()).sort("blame_ns", descending=True)["rank"].to_list()
+        for r in top_blame[:8]:
+            if r not in cand:
+                cand.append(int(r))
+        cand = cand[:32]
+        single = {r: self.lost_if_like_peers([r]) or 0.0 for r in cand}
+        ranked = sorted(single, key=lambda r: -single[r])
+        chosen: list[int] = []
+        set_lost = 0.0
+        limit = max(2, int(0.1 * n))
+        best_single = single[ranked[0]] if ranked else 0.0
+        for r in ranked[:limit]:
+            if single[r] < 0.2 * best_single or single[r] <= 0:
+                break
+            chosen.append(r)
+            set_lost = self.lost_if_like_peers(chosen) or 0.0
+            if set_lost >= 0.8 * max(jit, best_single):
+                break
+        # the ranks of one host together
+        host_best, host_lost = None, 0.0
+        if self.hosts_known and len(self.ranks_per_host) >= 2:
+            host_of = self.d.host_of()
+            for h in {host_of[r] for r in cand if r in host_of}:
+                ranks = self.d.ranks_of(h)
+                if len(ranks) < 2:
+                    continue
+                lh = self.lost_if_like_peers(ranks) or 0.0
+                if lh > host_lost:
+                    host_best, host_lost = h, lh
+        late_steps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(chosen)) if chosen else []
+        persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps) if chosen else False
+        if host_best is not None and host_lost >= 1.25 * set_lost and host_lost >= 0.01:
+            hranks = self.d.ranks_of(host_best)
+            hsteps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(hranks))
+            return SyncVerdict("host", hranks, host_best, host_lost, jit, hsteps, len(hsteps) >= PERSISTENT_SHARE * self.n_steps)
+        if chosen and set_lost >= 0.01 and set_lost >= 0.5 * jit:
+            host = self.whole_host_of(chosen)
+            if host is not None:
+                return SyncVerdict("host", self.d.ranks_of(host), host, max(set_lost, host_lost), jit, late_steps, persistent)
+            return SyncVerdict("straggler", sorted(chosen), None, set_lost, jit, late_steps, persistent)
+        if jit >= 0.01:
+            return SyncVerdict("jitter", self.d.ranks["rank"].to_list(), None, jit, jit, sorted(ls.per_step), True)
+        return none
 
     # -- what-if ----------------------------------------------------------------------------
     @cached_property

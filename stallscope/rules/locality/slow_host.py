@@ -49,15 +49,11 @@ class SlowHost(Rule):
     cause = "locality"
 
     def check(self, ctx: Context) -> list[Finding]:
-        from stallscope.rules.synchronization._shared import minimal_culprits
-
-        late = ctx.late_sets.persistent
-        host = ctx.whole_host_of(minimal_culprits(ctx, late)) if late else None
-        if host is None:
+        v = ctx.sync_verdict
+        if v.kind != "host" or v.host is None:
             return []
-        ranks = ctx.d.ranks_of(host)
-        lost = ctx.lost_if_like_peers(ranks)
-        if lost is None or lost < 0.01:
+        host, ranks, lost = v.host, v.culprits, v.lost
+        if lost < 0.01:
             return []
         diffs = placement_differences(ctx, host)
         bw = intra_bandwidth_by_host(ctx)

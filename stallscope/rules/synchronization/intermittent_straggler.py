@@ -31,9 +31,8 @@ class IntermittentStraggler(Rule):
         for throttling or other tenants at those times.
 
     Options:
-        Late events are found per step as for SYN001; a rank is intermittent when late in at
-        least one but fewer than half of the steps, and the intermittent ranks are at most two
-        (or 10 % of the ranks) and hold at least 60 % of the late events.
+        The culprits are chosen as for SYN001 (the few ranks whose what-if recovers most of the
+        waiting); they are intermittent when late in fewer than half of the steps.
     """
 
     code = "SYN002"
@@ -41,28 +40,15 @@ class IntermittentStraggler(Rule):
     cause = "synchronization"
 
     def check(self, ctx: Context) -> list[Finding]:
-        ls = ctx.late_sets
-        inter = {r: st for r, st in ls.intermittent.items()}
-        if not inter or ctx.n_steps < 2:
+        v = ctx.sync_verdict
+        if v.kind != "straggler" or v.persistent or ctx.n_steps < 2:
             return []
-        events = sum(len(st) for st in inter.values())
-        top = sorted(inter, key=lambda r: -len(inter[r]))
-        limit = max(2, int(0.1 * ctx.d.ranks.height))
-        chosen: list[int] = []
-        covered = 0
-        for r in top:
-            if covered >= 0.6 * events or len(chosen) >= limit:
-                break
-            chosen.append(r)
-            covered += len(inter[r])
-        if covered < 0.6 * events or ctx.whole_host_of(chosen) is not None:
-            return []
-        lost = ctx.lost_if_like_peers(chosen)
-        if lost is None or lost < MIN_LOST:
+        chosen, lost = v.culprits, v.lost
+        if lost < MIN_LOST:
             return []
         host_of = ctx.d.host_of()
         hosts = sorted({host_of[r] for r in chosen})
-        steps = sorted({s for r in chosen for s in inter[r]})
+        steps = v.late_steps
         mech = mechanism(ctx, chosen)
         rs = ranks_text(chosen)
         in_ = ", ".join(map(str, chosen))
@@ -78,7 +64,7 @@ class IntermittentStraggler(Rule):
                      f"SELECT step, round(median(sync_wait_ns) / 1e6, 2) AS others_wait_ms_median FROM step_breakdown "
                      f"WHERE {ctx.where} AND rank NOT IN ({in_}) GROUP BY step ORDER BY step", None),
         ]
-        conf = ctx.quality * (0.55 + 0.35 * covered / max(1, events))
+        conf = ctx.quality * (0.55 + 0.35 * min(1.0, lost / max(v.jitter_lost, 1e-9)))
         return [Finding(rule=self.code, cause=self.cause, title=f"rank{'s' if len(chosen) > 1 else ''} {rs} intermittently stall{'' if len(chosen) > 1 else 's'} the job",
                         summary=summary, ranks=chosen, hosts=hosts, lost_time_fraction=lost, confidence=conf, evidence=ev,
                         recommendation="Correlate the late steps with periodic work on that rank (checkpoints, logging, "

@@ -6,7 +6,7 @@ from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 import math
 
-from stallscope.rules.synchronization._shared import MIN_LOST, minimal_culprits
+from stallscope.rules.synchronization._shared import MIN_LOST
 
 #: per-rank step-time noise every healthy cluster has (kernel-time variation, clocks, OS):
 #: waiting it causes is not a finding
@@ -61,19 +61,12 @@ class JitterAmplification(Rule):
     def check(self, ctx: Context) -> list[Finding]:
         ls = ctx.late_sets
         n = ctx.d.ranks.height
-        if n < 3 or ctx.n_steps < 2:
+        v = ctx.sync_verdict
+        if v.kind != "jitter" or n < 3 or ctx.n_steps < 2:
             return []
-        lost = ctx.lost_to_jitter()
-        if lost is None or lost < max(MIN_LOST, noise_floor(n)):
+        lost = v.lost
+        if lost < max(MIN_LOST, noise_floor(n)):
             return []
-        # a few ranks that explain most of the waiting are stragglers (SYN001/002/004), not jitter
-        few = minimal_culprits(ctx, ls.persistent) if ls.persistent else []
-        if few and (ctx.lost_if_like_peers(few) or 0.0) >= 0.5 * lost:
-            return []
-        if ls.events and ls.distinct < max(3, 0.2 * n):
-            counts = sorted((len(v) for v in ls.intermittent.values()), reverse=True)
-            if counts and sum(counts[:2]) >= 0.6 * ls.events:
-                return []
         f = ctx.features
         last_top = float(f["last_share"].max() or 0.0)
         wait_med = float(f["sync_wait_frac"].median() or 0.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct, ranks_text
 from stallscope.rules.context import Context
-from stallscope.rules.synchronization._shared import MIN_LOST, late_steps, mechanism, persistent_stragglers
+from stallscope.rules.synchronization._shared import MIN_LOST, mechanism
 
 
 class StragglerRank(Rule):
@@ -44,18 +44,19 @@ class StragglerRank(Rule):
     cause = "synchronization"
 
     def check(self, ctx: Context) -> list[Finding]:
-        ranks = persistent_stragglers(ctx)
-        if not ranks:
+        v = ctx.sync_verdict
+        if v.kind != "straggler" or not v.persistent:
             return []
+        ranks = v.culprits
         mech = mechanism(ctx, ranks)
         if mech["kind"] == "host_stall":
             return []  # SYN004
-        lost = ctx.lost_if_like_peers(ranks)
-        if lost is None or lost < MIN_LOST:
+        lost = v.lost
+        if lost < MIN_LOST:
             return []
         host_of = ctx.d.host_of()
         hosts = sorted({host_of[r] for r in ranks})
-        steps = late_steps(ctx, ranks)
+        steps = v.late_steps
         rs = ranks_text(ranks)
         in_ = ", ".join(map(str, ranks))
         why = (f"its compute takes {mech['compute_excess_ms']:.1f} ms more per step than its peers'"
