@@ -212,7 +212,7 @@ def evaluate(
         reference = training.accuracy(model, splits.x_val, splits.y_val, device=device)
         for budget in config.budgets:
             say(f"pruning under Δmax = {_pp(budget):.2f}pp (Fisher-guided, round to {config.round_to})")
-            result = prune.iterative_prune(
+            trajectory = prune.iterative_prune(
                 model,
                 example=example.to(device),
                 calibration=lambda step: list(training.batches(
@@ -230,16 +230,15 @@ def evaluate(
                 device=device,
                 progress=say,
             )
-            step_frames.append(_steps_frame(result.history, budget, run_id))
+            step_frames.append(_steps_frame(trajectory.history, budget, run_id))
             tag = f"{_pp(budget):g}pp"
-            last = result.checkpoints[-1]
+            last = trajectory.checkpoints[-1]
             pruned = build(f"prune-fp32@{tag}", "prune", last.model, int8=False, budget=budget, steps=last.step)
             candidates.append(pruned)
             hqp = None
-            for ckpt in reversed(result.checkpoints):  # the HQP gate: Δmax on the final quantized model
-                fp32 = pruned.onnx_path if ckpt is last else None
+            for ckpt in reversed(trajectory.checkpoints):  # the HQP gate: Δmax on the final quantized model
                 trial = build(f"hqp-int8@{tag}", "hqp", ckpt.model, int8=True, budget=budget, steps=ckpt.step,
-                              fp32_path=fp32)
+                              fp32_path=pruned.onnx_path if ckpt is last else None)
                 drop = dense.val_accuracy - trial.val_accuracy
                 say(f"  hqp@{tag} from pruning step {ckpt.step}: int8 val acc {trial.val_accuracy:.4f} "
                     f"(drop {_pp(drop):.2f}pp) {'accepted' if drop <= budget + 1e-9 else 'over budget, stepping back'}")
@@ -271,15 +270,15 @@ def evaluate(
         c.latency_ms = {b: headline[(c.name, b)] for b in BATCHES}
         c.profiled_latency_ms = {b: profiled[(c.name, b)] for b in BATCHES}
     if config.torch_latency:
-        fp32 = {c.name: c for c in candidates if c.precision == "fp32"}
-        say(f"measuring latency in PyTorch eager ({', '.join(fp32)}), then under torch.profiler")
+        fp32_candidates = {c.name: c for c in candidates if c.precision == "fp32"}
+        say(f"measuring latency in PyTorch eager ({', '.join(fp32_candidates)}), then under torch.profiler")
         torch_lat = measure_torch(
-            {n: torch_models[n] for n in fp32}, inputs, runs=runs, trace_dir=traces,
+            {n: torch_models[n] for n in fp32_candidates}, inputs, runs=runs, trace_dir=traces,
             warmup=config.warmup, threads=config.threads, device=device, run_id=run_id, root=run_dir)
         source = "wall" if config.latency_source == "wall" else (
             "torch_run_gpu" if device == "cuda" else "torch_run_cpu")
         tmed = torch_lat.medians(source=source)
-        for c in fp32.values():
+        for c in fp32_candidates.values():
             c.torch_latency_ms = {b: tmed[(c.name, b)] for b in BATCHES if (c.name, b) in tmed}
         latency = Latency(
             runs=pl.concat([latency.runs, torch_lat.runs]),

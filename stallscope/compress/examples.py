@@ -109,7 +109,7 @@ def mobilenet_digits(
     """MobileNet-like CNN of inverted residual blocks; ``stages`` = ((channel multiple, blocks, stride), ...)."""
     from torch import nn
 
-    stages = stages or ((1, 1, 1), (2, 2, 2), (4, 2, 2), (6, 2, 1))
+    layout = stages or ((1, 1, 1), (2, 2, 2), (4, 2, 2), (6, 2, 1))
 
     class InvertedResidual(nn.Module):
         def __init__(self, cin: int, cout: int, stride: int) -> None:
@@ -132,7 +132,7 @@ def mobilenet_digits(
             self.stem = nn.Sequential(nn.Conv2d(1, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.Hardswish())
             layers: list[nn.Module] = []
             cin = width
-            for mult, n, stride in stages:
+            for mult, n, stride in layout:
                 cout = width * mult
                 for j in range(n):
                     layers.append(InvertedResidual(cin, cout, stride if j == 0 else 1))
@@ -168,7 +168,9 @@ def load_example(name: str, *, preset: str = "full", seed: int = 0) -> Example:
             build = lambda: mobilenet_digits(width=8, expand=4, stages=((1, 1, 1), (2, 1, 2), (4, 1, 2)))  # noqa: E731
         else:
             build = lambda: mobilenet_digits(width=16, expand=4)  # noqa: E731
-    config: dict[str, Any] = {}
+    # Digits has 1,077 training samples: one epoch is only 17 optimizer steps, so the fine-tune
+    # after each pruning step takes a few epochs to recover.
+    config: dict[str, Any] = {"finetune_epochs": 3.0}
     if ci:
-        config = {"budget_fractions": (1.0,), "finetune_epochs": 1.0, "runs_b1": 100, "runs_b32": 20, "max_steps": 6}
+        config = {"budget_fractions": (1.0,), "finetune_epochs": 2.0, "runs_b1": 100, "runs_b32": 20, "max_steps": 6}
     return Example(name=name, preset=preset, build=build, splits=splits, train_epochs=8 if ci else 15, config=config)

@@ -102,10 +102,13 @@ def measure_onnxruntime(
     names = list(models)
     feeds = {b: {INPUT_NAME: np.ascontiguousarray(x, dtype=np.float32)} for b, x in inputs.items()}
     plain = {name: session(models[name], threads=threads, providers=providers) for name in names}
+
+    def call(name: str) -> Callable[[int], object]:
+        sess = plain[name]
+        return lambda batch: sess.run(None, feeds[batch])
+
     with as_compress_error("ONNX Runtime inference failed during latency measurement"):
-        spans = _timing_pass(
-            {name: (lambda b, s=plain[name]: s.run(None, feeds[b])) for name in names}, runs, warmup=warmup
-        )
+        spans = _timing_pass({name: call(name) for name in names}, runs, warmup=warmup)
     del plain
     timing = _write_timing_trace(spans, trace_dir / "timing_onnxruntime.trace.json", runtime="onnxruntime")
     wall = _timing_frame(timing, root=root, run_id=run_id, device=device)

@@ -181,7 +181,8 @@ def select_channels(
         heapq.heappush(heap, (loss / (chunk * g.macs_per_channel), gi))
 
     for gi, g in enumerate(groups):
-        order[gi] = sorted(range(g.channels), key=lambda c, s=scores[gi]: float(s[c]))
+        values = [float(v) for v in scores[gi]]
+        order[gi] = sorted(range(g.channels), key=values.__getitem__)
         taken[gi] = 0
         push(gi)
     removed = 0.0
