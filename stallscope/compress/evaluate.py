@@ -210,6 +210,7 @@ def evaluate(
         candidates = [dense, quant]
         step_frames = []
         reference = training.accuracy(model, splits.x_val, splits.y_val, device=device)
+        shared_steps: prune.StepCache = {}  # budgets share steps until their verdicts differ
         for budget in config.budgets:
             say(f"pruning under Δmax = {_pp(budget):.2f}pp (Fisher-guided, round to {config.round_to})")
             trajectory = prune.iterative_prune(
@@ -229,6 +230,7 @@ def evaluate(
                 reference_accuracy=reference,
                 device=device,
                 progress=say,
+                cache=shared_steps,
             )
             step_frames.append(_steps_frame(trajectory.history, budget, run_id))
             tag = f"{_pp(budget):g}pp"

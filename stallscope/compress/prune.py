@@ -97,6 +97,10 @@ class PruneResult:
         return self.checkpoints[-1].model
 
 
+#: (earlier attempts' (fraction, accepted), this fraction) -> (model after the step, channels removed, val accuracy)
+StepCache = dict[tuple[tuple[tuple[float, bool], ...], float], tuple["nn.Module", int, float]]
+
+
 @dataclass
 class ChannelGroup:
     """Coupled channels that are pruned together, with their Fisher mask points and price."""
@@ -251,12 +255,18 @@ def iterative_prune(
     ignored: Iterable[str] = (),
     device: str = "cpu",
     progress: Callable[[str], None] | None = None,
+    cache: StepCache | None = None,
 ) -> PruneResult:
     """Prune a copy of ``model`` step by step, rolling back any step that exceeds the budget.
 
     ``calibration(step)`` returns the batches for the Fisher scores of a step; ``evaluate``
     returns validation accuracy (a fraction); ``finetune(model, step)`` trains in place.
     ``reference_accuracy`` defaults to the starting model's validation accuracy.
+
+    ``cache`` lets trajectories of the same model under different budgets share work: a step
+    is identified by the path that led to it (every earlier attempt's fraction and verdict) and
+    its own fraction, so two budgets reuse each other's steps until their verdicts first differ.
+    Pass the same dict (initially empty) to every call for one model.
     """
     say = progress or (lambda _msg: None)
     model = copy.deepcopy(model).eval()
@@ -272,23 +282,31 @@ def iterative_prune(
         attempt += 1
         snapshot = copy.deepcopy(model)
         goal = min(fraction, 1 - target / macs) if macs > 0 else 0.0
-        removed = prune_step(
-            model,
-            example,
-            calibration(attempt),
-            fraction=goal,
-            round_to=config.round_to,
-            min_channels=config.min_channels,
-            ignored=ignored,
-            device=device,
-        )
+        key = (tuple((round(h.fraction, 6), h.accepted) for h in result.history), round(goal, 6))
+        if cache is not None and key in cache:
+            cached_model, removed, acc = cache[key]
+            model = copy.deepcopy(cached_model)
+        else:
+            removed = prune_step(
+                model,
+                example,
+                calibration(attempt),
+                fraction=goal,
+                round_to=config.round_to,
+                min_channels=config.min_channels,
+                ignored=ignored,
+                device=device,
+            )
+            if removed:
+                finetune(model, attempt)
+            acc = evaluate(model) if removed else 0.0
+            if cache is not None:
+                cache[key] = (copy.deepcopy(model), removed, acc)
         if removed == 0:
             say(f"  step {attempt}: nothing left to prune at this granularity")
             model = snapshot
             break
-        finetune(model, attempt)
         after = cost_mod.measure(model, example)
-        acc = evaluate(model)
         drop = reference - acc
         accepted = drop <= config.max_accuracy_drop + 1e-9
         result.history.append(

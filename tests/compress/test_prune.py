@@ -144,3 +144,32 @@ def test_pruning_stops_at_the_target_ratio(trained_resnet, digits16):
     assert result.checkpoints[-1].macs <= 0.5 * dense * 1.15  # rounding may leave it a little above
     assert len(result.checkpoints) >= 2
     assert all(h.accepted for h in result.history)
+
+
+def test_budgets_share_steps_until_their_verdicts_differ(trained_resnet, digits16):
+    x = torch.from_numpy(digits16.x_val[:4])
+    dense_macs = cost.measure(trained_resnet, x).macs
+    calls = {"finetune": 0}
+
+    def finetune(model, step):
+        calls["finetune"] += 1
+
+    def evaluate(model):  # accuracy falls with the MACs removed: 1 pp per 10%
+        return 0.99 - 0.1 * (1 - cost.measure(model, x).macs / dense_macs)
+
+    shared: dict = {}
+    kwargs = dict(example=x, calibration=lambda step: _calib(digits16, count=1), evaluate=evaluate,
+                  finetune=finetune, reference_accuracy=0.99, cache=shared)
+    tight = iterative_prune(trained_resnet, config=PruneConfig(max_accuracy_drop=0.04, round_to=4, max_steps=4), **kwargs)
+    computed = calls["finetune"]
+    loose = iterative_prune(trained_resnet, config=PruneConfig(max_accuracy_drop=0.08, round_to=4, max_steps=4), **kwargs)
+    # the loose budget replays the tight one's steps while both accept them, then computes its own
+    shared_prefix = 0
+    for a, b in zip(tight.history, loose.history):
+        if (a.fraction, a.accepted) != (b.fraction, b.accepted):
+            break
+        assert a.macs_after == b.macs_after and a.val_accuracy == b.val_accuracy
+        shared_prefix += 1
+    assert shared_prefix >= 1
+    assert calls["finetune"] - computed <= len(loose.history) - shared_prefix + 1
+    assert loose.checkpoints[-1].macs <= tight.checkpoints[-1].macs
