@@ -46,7 +46,8 @@ def compress() -> None:
               help="Stop pruning at this fraction of the dense MACs [default: 0.1].")
 @click.option("--round-to", type=click.IntRange(1), default=None, help="Keep channel counts multiples of this [default: 8].")
 @click.option("--finetune-epochs", type=click.FloatRange(0), default=None,
-              help="Fine-tuning after each pruning step, in epochs (fractions allowed) [default: 1].")
+              help="Fine-tuning after each pruning step, in epochs (fractions allowed) [default: 1; examples: 3, "
+                   "ci preset: 2].")
 @click.option("--train-epochs", type=click.FloatRange(0), default=None,
               help="Train the --model factory's model first for this many epochs [default: 0, it is trained].")
 @click.option("--runs", "runs_b1", type=click.IntRange(1), default=None,
@@ -55,6 +56,9 @@ def compress() -> None:
               help="Measured runs per candidate at batch 32 [default: 30; ci: 20].")
 @click.option("--threads", type=click.IntRange(1), default=1, show_default=True,
               help="Intra-op threads while measuring latency.")
+@click.option("--latency-source", type=click.Choice(("wall", "profiler")), default="wall", show_default=True,
+              help="Headline latency: the unprofiled pass, or ORT profiler model_run events (which include "
+                   "the profiler's per-node cost).")
 @click.option("--device", type=click.Choice(("auto", "cpu", "cuda")), default="auto", show_default=True,
               help="auto: CUDA when both PyTorch and onnxruntime see a GPU, else CPU.")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -78,6 +82,7 @@ def evaluate(
     runs_b1: int | None,
     runs_b32: int | None,
     threads: int,
+    latency_source: str,
     device: str,
     seed: int,
     store: Path | None,
@@ -87,11 +92,13 @@ def evaluate(
 ) -> None:
     """Profile dense, quant-only, prune-only and HQP candidates on this device and compare them.
 
-    Every candidate is exported to ONNX and timed with ONNX Runtime's profiler (batch 1 and 32,
-    variants interleaved, medians); fp32 candidates are also timed in PyTorch under
-    torch.profiler. The per-layer latency lands in <store>/compress/<run id>/layer_latency.parquet
-    beside the raw traces. The recommended candidate is the fastest at batch 1 whose validation
-    accuracy drop is within --max-accuracy-drop.
+    Every candidate is exported to ONNX and timed in ONNX Runtime at batch 1 and 32, variants
+    interleaved, medians: once unprofiled (the headline latency, written as a timing trace) and
+    once under ONNX Runtime's profiler (per-layer latency); fp32 candidates are also timed in
+    PyTorch, with torch.profiler for the per-layer pass. The per-layer latency lands in
+    <store>/compress/<run id>/layer_latency.parquet beside the raw traces. The recommended
+    candidate is the fastest at batch 1 whose validation accuracy drop is within
+    --max-accuracy-drop.
 
     Example: stallscope compress evaluate --example resnet-digits --preset ci --format md
 
@@ -111,7 +118,7 @@ def evaluate(
     from stallscope.compress.examples import load_example
 
     overrides: dict[str, Any] = {"max_accuracy_drop": max_accuracy_drop, "threads": threads, "device": device,
-                                 "seed": seed}
+                                 "seed": seed, "latency_source": latency_source}
     if example is not None:
         ex = load_example(example, preset=preset, seed=seed)
         build, splits, name = ex.build, ex.splits, f"{example}-{preset}"
@@ -160,7 +167,7 @@ def layers(run_dir: Path, candidate: str | None, runtime: str, batch: int, top: 
 
         table = Table(title=f"per-layer median latency ({runtime}, batch {batch})")
         for col in df.columns:
-            table.add_column(col, justify="right" if df[col].dtype.is_numeric() else "left")
+            table.add_column(col, justify="right" if df[col].dtype.is_numeric() else "left", overflow="fold")
         for row in df.iter_rows():
             table.add_row(*(f"{v:.1f}" if isinstance(v, float) else str(v) for v in row))
         Console().print(table)

@@ -12,6 +12,10 @@ Candidates (all exported to ONNX and timed in the same runtime, ONNX Runtime):
     HQP: the same pruning trajectory, then int8 PTQ, with the budget applied to the **final
     quantized** model: starting from the last pruning checkpoint, the quantized model's
     validation drop is checked and the pruner's checkpoints are walked back until it holds.
+``hqp-mixed@<Δ>`` (``hqp``)
+    the same HQP model with the layers kept in fp32 where a short profiled probe measured int8
+    slower than fp32 (e.g. a stem conv with one input channel); built only when there are such
+    layers, and subject to the same gate. Measure, don't assume: both are timed.
 
 ``prune`` and ``hqp`` at the same Δ share one trajectory, so they are compared at an equal
 accuracy budget. Every decision (pruning rollbacks, the HQP gate, ``within_budget``, the
@@ -85,6 +89,10 @@ class EvaluateConfig:
     torch_latency: bool = True
     #: headline latency: the unprofiled timing pass, or the profiler's model_run events
     latency_source: Literal["wall", "profiler"] = "wall"
+    #: also build ``hqp-mixed`` candidates that keep in fp32 the layers where int8 was measured
+    #: slower (a short profiled probe of dense fp32 vs quant-only int8, at batch 1)
+    mixed_precision: bool = True
+    probe_runs: int = 60
     device: DeviceOption = "auto"
     seed: int = 0
 
@@ -100,7 +108,7 @@ class Candidate:
 
     name: str
     kind: Kind
-    precision: Literal["fp32", "int8"]
+    precision: Literal["fp32", "int8", "mixed"]
     onnx_path: Path
     params: int
     macs: int
@@ -109,6 +117,8 @@ class Candidate:
     test_accuracy: float
     budget: float | None = None
     pruning_steps: int = 0
+    #: layers left in fp32 in an otherwise int8 model (``hqp-mixed``)
+    fp32_layers: list[str] = field(default_factory=list)
     latency_ms: dict[int, float] = field(default_factory=dict)
     profiled_latency_ms: dict[int, float] = field(default_factory=dict)
     torch_latency_ms: dict[int, float] = field(default_factory=dict)
@@ -180,24 +190,26 @@ def evaluate(
         torch_models: dict[str, nn.Module] = {}  # fp32 candidates, timed in eager PyTorch too
 
         def build(cand_name: str, kind: Kind, net: "nn.Module", *, int8: bool, budget: float | None,
-                  steps: int = 0, fp32_path: Path | None = None) -> Candidate:
+                  steps: int = 0, fp32_path: Path | None = None, keep_fp32: tuple[str, ...] = ()) -> Candidate:
             cpu_net = copy.deepcopy(net).cpu().eval()
             if fp32_path is None:
                 fp32_path = quantize.export_onnx(cpu_net, example, models_dir / f"{_file(cand_name)}.fp32.onnx"
                                                  if int8 else models_dir / f"{_file(cand_name)}.onnx")
             path = fp32_path
             if int8:
+                exclude = quantize.nodes_of_layers(fp32_path, keep_fp32) if keep_fp32 else None
                 path = quantize.quantize_int8(fp32_path, models_dir / f"{_file(cand_name)}.onnx", calib,
-                                              per_channel=config.per_channel, method=config.calibration_method)
+                                              per_channel=config.per_channel, method=config.calibration_method,
+                                              exclude_nodes=exclude)
             c = cost_mod.measure(cpu_net, example)
             if not int8:
                 torch_models[cand_name] = net
             return Candidate(
-                name=cand_name, kind=kind, precision="int8" if int8 else "fp32", onnx_path=path, params=c.params,
-                macs=c.macs, size_bytes=quantize.file_size(path),
+                name=cand_name, kind=kind, precision=("mixed" if keep_fp32 else "int8") if int8 else "fp32",
+                onnx_path=path, params=c.params, macs=c.macs, size_bytes=quantize.file_size(path),
                 val_accuracy=quantize.onnx_accuracy(path, splits.x_val, splits.y_val),
                 test_accuracy=quantize.onnx_accuracy(path, splits.x_test, splits.y_test),
-                budget=budget, pruning_steps=steps,
+                budget=budget, pruning_steps=steps, fp32_layers=list(keep_fp32),
             )
 
         say("exporting the dense fp32 model to ONNX")
@@ -208,6 +220,21 @@ def evaluate(
         quant = build("quant-int8", "quant", model, int8=True, budget=None, fp32_path=dense.onnx_path)
         say(f"  quant-int8: val acc {quant.val_accuracy:.4f} (drop {_pp(dense.val_accuracy - quant.val_accuracy):.2f}pp)")
         candidates = [dense, quant]
+        inputs = {1: splits.x_test[:1], 32: _batch_of(splits.x_test, 32)}
+        keep_fp32: tuple[str, ...] = ()
+        if config.mixed_precision:
+            say(f"probing int8 vs fp32 per layer (ORT profiler, batch 1, {config.probe_runs} runs)")
+            probe = measure_onnxruntime(
+                {dense.name: dense.onnx_path, quant.name: quant.onnx_path}, {1: inputs[1]},
+                runs={1: config.probe_runs}, trace_dir=run_dir / "traces" / "probe", warmup=5,
+                threads=config.threads, device=device, run_id=run_id, root=run_dir)
+            slower = int8_slower_layers(probe.layers, fp32=dense.name, int8=quant.name)
+            losers = slower.filter((pl.col("ratio") >= 1.2) & (pl.col("int8_us") - pl.col("fp32_us") >= 2.0))
+            keep_fp32 = tuple(losers["layer"].to_list())
+            if keep_fp32:
+                say("  int8 is slower on " + ", ".join(
+                    f"{r['layer']} ({r['int8_us']:.0f} vs {r['fp32_us']:.0f} µs)" for r in losers.iter_rows(named=True))
+                    + ": hqp-mixed candidates keep these layers in fp32")
         step_frames = []
         reference = training.accuracy(model, splits.x_val, splits.y_val, device=device)
         shared_steps: prune.StepCache = {}  # budgets share steps until their verdicts differ
@@ -255,11 +282,21 @@ def evaluate(
                         f"walked back from pruning step {last.step} to {hqp.pruning_steps}: the quantized later "
                         f"checkpoints exceeded {tag}")
                 candidates.append(hqp)
+                if keep_fp32:
+                    ckpt = next(c for c in trajectory.checkpoints if c.step == hqp.pruning_steps)
+                    fp32_of_ckpt = pruned.onnx_path if ckpt is last else models_dir / f"{_file(hqp.name)}.fp32.onnx"
+                    mixed = build(f"hqp-mixed@{tag}", "hqp", ckpt.model, int8=True, budget=budget, steps=ckpt.step,
+                                  fp32_path=fp32_of_ckpt, keep_fp32=keep_fp32)
+                    drop = dense.val_accuracy - mixed.val_accuracy
+                    if drop <= budget + 1e-9:
+                        mixed.notes.append(f"layers kept in fp32 because int8 measured slower: {', '.join(keep_fp32)}")
+                        candidates.append(mixed)
+                    else:
+                        say(f"  hqp-mixed@{tag}: val drop {_pp(drop):.2f}pp is over budget; dropped")
     finally:
         torch.set_num_threads(previous_threads)
 
     say(f"measuring latency in ONNX Runtime ({config.threads} thread(s), b1 x{config.runs_b1}, b32 x{config.runs_b32}, interleaved)")
-    inputs = {1: splits.x_test[:1], 32: _batch_of(splits.x_test, 32)}
     runs = {1: config.runs_b1, 32: config.runs_b32}
     traces = run_dir / "traces"
     latency = measure_onnxruntime(

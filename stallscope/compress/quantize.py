@@ -189,6 +189,15 @@ def layer_map(path: Path) -> dict[str, str]:
     return mapping
 
 
+def nodes_of_layers(path: Path, layers: tuple[str, ...] | list[str]) -> list[str]:
+    """Names of the nodes of an exported model that belong to the given PyTorch layers."""
+    import onnx
+
+    wanted = set(layers)
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return [n.name for n in graph.node if n.name.split("/", 1)[0] in wanted]
+
+
 def _name_nodes(graph: "object", bn_to_conv: dict[str, str]) -> None:
     """Rename nodes ``<module path>/<OpType>`` from the exporter's name-scope metadata."""
     seen: dict[str, int] = {}

@@ -18,7 +18,7 @@ profiler's medians. ``speedup`` is baseline latency / candidate latency in the s
 Added fields (never renamed): ``precision``, ``budget_pp``, ``val_accuracy``,
 ``val_accuracy_drop_pp``, ``test_accuracy``, ``params``, ``macs``, ``macs_reduction``,
 ``pareto``, ``profiled_latency_ms``, ``torch_latency_ms``, ``onnx_file``, ``pruning_steps``,
-``notes``; top level: ``stallscope_version``, ``model``, ``dataset``, ``max_accuracy_drop_pp``,
+``fp32_layers``, ``notes``; top level: ``stallscope_version``, ``model``, ``dataset``, ``max_accuracy_drop_pp``,
 ``threads``, ``runs``, ``latency_source``, ``recommended``, ``notes``, ``run_id``, ``run_dir``,
 ``tables``, ``traces``.
 """
@@ -94,6 +94,7 @@ def candidate_dict(c: "Candidate", result: "EvaluateResult") -> dict[str, Any]:
         "torch_latency_ms": {f"b{b}": round(v, 6) for b, v in sorted(c.torch_latency_ms.items())} or None,
         "onnx_file": str(c.onnx_path.relative_to(result.run_dir)),
         "pruning_steps": c.pruning_steps,
+        "fp32_layers": list(c.fp32_layers),
         "notes": list(c.notes),
     }
 

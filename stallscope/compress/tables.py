@@ -65,7 +65,7 @@ CANDIDATES: dict[str, tuple[pl.DataType, str]] = {
     "run_id": (pl.Utf8(), "compress run folder name"),
     "name": (pl.Utf8(), "candidate name"),
     "kind": (pl.Utf8(), "dense | prune | quant | hqp"),
-    "precision": (pl.Utf8(), "fp32 | int8"),
+    "precision": (pl.Utf8(), "fp32 | int8 | mixed (int8 with some layers kept fp32)"),
     "budget_pp": (pl.Float64(), "accuracy-drop budget Δmax the candidate was built under, percentage points (null: none)"),
     "val_accuracy": (pl.Float64(), "validation accuracy, fraction"),
     "test_accuracy": (pl.Float64(), "held-out test accuracy, fraction"),
