@@ -170,7 +170,7 @@ def layers(run_dir: Path, candidate: str | None, runtime: str, batch: int, top: 
             table.add_column(col, justify="right" if df[col].dtype.is_numeric() else "left", overflow="fold")
         for row in df.iter_rows():
             table.add_row(*(f"{v:.1f}" if isinstance(v, float) else str(v) for v in row))
-        Console().print(table)
+        Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
 def _factory(spec: str) -> Any:
@@ -226,11 +226,12 @@ def _emit(result: Any, *, fmt: str, out: Path | None) -> None:
         from rich.console import Console
 
         if out is None:
-            Console().print(to_table(result))
+            # piped output is not squeezed into 80 columns
+            Console(width=None if sys.stdout.isatty() else 200).print(to_table(result))
             for note in result.notes:
                 click.echo(f"note: {note}")
             return
-        console = Console(record=True, width=180, file=io.StringIO())
+        console = Console(record=True, width=200, file=io.StringIO())
         console.print(to_table(result))
         text = console.export_text() + "".join(f"note: {n}\n" for n in result.notes)
     if out is None:
