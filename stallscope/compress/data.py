@@ -114,7 +114,7 @@ def make_splits(
     if num_classes < 2:
         raise CompressError(f"{name}: labels must hold at least two classes")
     return Splits(
-        *parts["train"], *parts["val"], *parts["test"], num_classes=num_classes, name=name  # type: ignore[misc]
+        *parts["train"], *parts["val"], *parts["test"], num_classes=num_classes, name=name
     )
 
 

@@ -45,7 +45,7 @@ from stallscope.compress import cost as cost_mod
 from stallscope.compress import tables
 from stallscope.compress.data import Splits
 from stallscope.compress.failures import as_compress_error, first_line
-from stallscope.compress.latency import Latency
+from stallscope.compress.latency import Device, Latency
 from stallscope.errors import CompressError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -165,18 +165,17 @@ def evaluate(
     """
     import torch
 
-    from stallscope.compress import prune, quantize, training
-    from stallscope.compress.latency import measure_onnxruntime, measure_torch
+    from stallscope.compress import training
 
     say = progress or (lambda _msg: None)
     device = resolve_device(config.device)
     run_id = _run_id(name)
     run_dir = Path(store) / "compress" / run_id
-    models_dir = run_dir / "models"
-    models_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "models").mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(config.train_threads or max(1, os.cpu_count() or 1))
+    inputs = {1: splits.x_test[:1], 32: _batch_of(splits.x_test, 32)}
     try:
         model = copy.deepcopy(model).to(device).eval()
         check_fits(model, splits, device=device)
@@ -185,118 +184,177 @@ def evaluate(
             with as_compress_error("training the model failed"):
                 training.fit(model, splits.x_train, splits.y_train, epochs=config.train_epochs, lr=config.train_lr,
                              seed=config.seed, device=device)
-        example = torch.from_numpy(splits.x_train[:2])
-        calib = splits.x_train[: config.quant_calibration_samples]
-        torch_models: dict[str, nn.Module] = {}  # fp32 candidates, timed in eager PyTorch too
-
-        def build(cand_name: str, kind: Kind, net: "nn.Module", *, int8: bool, budget: float | None,
-                  steps: int = 0, fp32_path: Path | None = None, keep_fp32: tuple[str, ...] = ()) -> Candidate:
-            cpu_net = copy.deepcopy(net).cpu().eval()
-            if fp32_path is None:
-                fp32_path = quantize.export_onnx(cpu_net, example, models_dir / f"{_file(cand_name)}.fp32.onnx"
-                                                 if int8 else models_dir / f"{_file(cand_name)}.onnx")
-            path = fp32_path
-            if int8:
-                exclude = quantize.nodes_of_layers(fp32_path, keep_fp32) if keep_fp32 else None
-                path = quantize.quantize_int8(fp32_path, models_dir / f"{_file(cand_name)}.onnx", calib,
-                                              per_channel=config.per_channel, method=config.calibration_method,
-                                              exclude_nodes=exclude)
-            c = cost_mod.measure(cpu_net, example)
-            if not int8:
-                torch_models[cand_name] = net
-            return Candidate(
-                name=cand_name, kind=kind, precision=("mixed" if keep_fp32 else "int8") if int8 else "fp32",
-                onnx_path=path, params=c.params, macs=c.macs, size_bytes=quantize.file_size(path),
-                val_accuracy=quantize.onnx_accuracy(path, splits.x_val, splits.y_val),
-                test_accuracy=quantize.onnx_accuracy(path, splits.x_test, splits.y_test),
-                budget=budget, pruning_steps=steps, fp32_layers=list(keep_fp32),
-            )
-
+        builder = _Builder(run_dir, splits, config)
         say("exporting the dense fp32 model to ONNX")
-        dense = build("dense-fp32", "dense", model, int8=False, budget=None)
+        dense = builder.build("dense-fp32", "dense", model, int8=False)
         say(f"  dense: val acc {dense.val_accuracy:.4f}, test acc {dense.test_accuracy:.4f}, "
             f"{dense.macs / 1e6:.1f} MMACs, {dense.size_bytes / 1e3:.0f} kB")
         say("quantizing the dense model (int8 static PTQ, QDQ per channel)")
-        quant = build("quant-int8", "quant", model, int8=True, budget=None, fp32_path=dense.onnx_path)
+        quant = builder.build("quant-int8", "quant", model, int8=True, fp32_path=dense.onnx_path)
         say(f"  quant-int8: val acc {quant.val_accuracy:.4f} (drop {_pp(dense.val_accuracy - quant.val_accuracy):.2f}pp)")
+        keep_fp32 = _int8_losers(dense, quant, inputs[1], run_dir, run_id, config, device, say)
         candidates = [dense, quant]
-        inputs = {1: splits.x_test[:1], 32: _batch_of(splits.x_test, 32)}
-        keep_fp32: tuple[str, ...] = ()
-        if config.mixed_precision:
-            say(f"probing int8 vs fp32 per layer (ORT profiler, batch 1, {config.probe_runs} runs)")
-            probe = measure_onnxruntime(
-                {dense.name: dense.onnx_path, quant.name: quant.onnx_path}, {1: inputs[1]},
-                runs={1: config.probe_runs}, trace_dir=run_dir / "traces" / "probe", warmup=5,
-                threads=config.threads, device=device, run_id=run_id, root=run_dir)
-            slower = int8_slower_layers(probe.layers, fp32=dense.name, int8=quant.name)
-            losers = slower.filter((pl.col("ratio") >= 1.2) & (pl.col("int8_us") - pl.col("fp32_us") >= 2.0))
-            keep_fp32 = tuple(losers["layer"].to_list())
-            if keep_fp32:
-                say("  int8 is slower on " + ", ".join(
-                    f"{r['layer']} ({r['int8_us']:.0f} vs {r['fp32_us']:.0f} µs)" for r in losers.iter_rows(named=True))
-                    + ": hqp-mixed candidates keep these layers in fp32")
         step_frames = []
         reference = training.accuracy(model, splits.x_val, splits.y_val, device=device)
-        shared_steps: prune.StepCache = {}  # budgets share steps until their verdicts differ
+        shared_steps: dict = {}  # budgets share pruning steps until their verdicts differ
         for budget in config.budgets:
-            say(f"pruning under Δmax = {_pp(budget):.2f}pp (Fisher-guided, round to {config.round_to})")
-            trajectory = prune.iterative_prune(
-                model,
-                example=example.to(device),
-                calibration=lambda step: list(training.batches(
-                    splits.x_train, splits.y_train, batch_size=config.calibration_batch_size,
-                    count=config.calibration_batches, seed=config.seed + 1000 * step)),
-                evaluate=lambda net: training.accuracy(net, splits.x_val, splits.y_val, device=device),
-                finetune=lambda net, step: training.fit(
-                    net, splits.x_train, splits.y_train, epochs=config.finetune_epochs, lr=config.finetune_lr,
-                    seed=config.seed + step, device=device),
-                config=prune.PruneConfig(
-                    max_accuracy_drop=budget, target_macs_ratio=config.target_macs_ratio,
-                    step_fraction=config.step_fraction, min_step_fraction=config.min_step_fraction,
-                    round_to=config.round_to, max_steps=config.max_steps),
-                reference_accuracy=reference,
-                device=device,
-                progress=say,
-                cache=shared_steps,
-            )
-            step_frames.append(_steps_frame(trajectory.history, budget, run_id))
-            tag = f"{_pp(budget):g}pp"
-            last = trajectory.checkpoints[-1]
-            pruned = build(f"prune-fp32@{tag}", "prune", last.model, int8=False, budget=budget, steps=last.step)
-            candidates.append(pruned)
-            hqp = None
-            for ckpt in reversed(trajectory.checkpoints):  # the HQP gate: Δmax on the final quantized model
-                trial = build(f"hqp-int8@{tag}", "hqp", ckpt.model, int8=True, budget=budget, steps=ckpt.step,
-                              fp32_path=pruned.onnx_path if ckpt is last else None)
-                drop = dense.val_accuracy - trial.val_accuracy
-                say(f"  hqp@{tag} from pruning step {ckpt.step}: int8 val acc {trial.val_accuracy:.4f} "
-                    f"(drop {_pp(drop):.2f}pp) {'accepted' if drop <= budget + 1e-9 else 'over budget, stepping back'}")
-                if drop <= budget + 1e-9:
-                    hqp = trial
-                    break
-            if hqp is None:
-                say(f"  no HQP candidate meets {tag}: even the unpruned int8 model is over budget")
-            else:
-                if hqp.pruning_steps != last.step:
-                    hqp.notes.append(
-                        f"walked back from pruning step {last.step} to {hqp.pruning_steps}: the quantized later "
-                        f"checkpoints exceeded {tag}")
-                candidates.append(hqp)
-                if keep_fp32:
-                    ckpt = next(c for c in trajectory.checkpoints if c.step == hqp.pruning_steps)
-                    fp32_of_ckpt = pruned.onnx_path if ckpt is last else models_dir / f"{_file(hqp.name)}.fp32.onnx"
-                    mixed = build(f"hqp-mixed@{tag}", "hqp", ckpt.model, int8=True, budget=budget, steps=ckpt.step,
-                                  fp32_path=fp32_of_ckpt, keep_fp32=keep_fp32)
-                    drop = dense.val_accuracy - mixed.val_accuracy
-                    if drop <= budget + 1e-9:
-                        mixed.notes.append(f"layers kept in fp32 because int8 measured slower: {', '.join(keep_fp32)}")
-                        candidates.append(mixed)
-                    else:
-                        say(f"  hqp-mixed@{tag}: val drop {_pp(drop):.2f}pp is over budget; dropped")
+            built, history = _budget_candidates(
+                model, budget, dense=dense, builder=builder, reference=reference, keep_fp32=keep_fp32,
+                shared_steps=shared_steps, device=device, say=say)
+            candidates += built
+            step_frames.append(_steps_frame(history, budget, run_id))
     finally:
         torch.set_num_threads(previous_threads)
+    latency = _measure(candidates, builder.torch_models, inputs, run_dir, run_id, config, device, say)
+    steps = pl.concat(step_frames) if step_frames else tables.empty(tables.PRUNING_STEPS)
+    result = EvaluateResult(
+        run_id=run_id, run_dir=run_dir, model_name=name, dataset=splits.name, device=device, config=config,
+        baseline=dense, candidates=candidates, latency=latency, steps=steps,
+    )
+    decide(result)
+    write(result)
+    return result
 
-    say(f"measuring latency in ONNX Runtime ({config.threads} thread(s), b1 x{config.runs_b1}, b32 x{config.runs_b32}, interleaved)")
+
+class _Builder:
+    """Exports, quantizes and scores candidates into one run folder."""
+
+    def __init__(self, run_dir: Path, splits: Splits, config: EvaluateConfig) -> None:
+        import torch
+
+        self.models_dir = run_dir / "models"
+        self.splits = splits
+        self.config = config
+        self.example = torch.from_numpy(splits.x_train[:2])
+        self.calibration = splits.x_train[: config.quant_calibration_samples]
+        #: fp32 candidates by name: also timed in eager PyTorch
+        self.torch_models: dict[str, nn.Module] = {}
+
+    def fp32_path(self, name: str, *, int8: bool) -> Path:
+        """Where a candidate's fp32 ONNX file goes (int8 candidates keep it as ``.fp32.onnx``)."""
+        return self.models_dir / (f"{_file(name)}.fp32.onnx" if int8 else f"{_file(name)}.onnx")
+
+    def build(self, name: str, kind: Kind, net: "nn.Module", *, int8: bool, budget: float | None = None,
+              steps: int = 0, fp32_path: Path | None = None, keep_fp32: tuple[str, ...] = ()) -> Candidate:
+        """Export ``net`` (unless ``fp32_path`` exists already), quantize it if ``int8``, score it."""
+        from stallscope.compress import quantize
+
+        cpu_net = copy.deepcopy(net).cpu().eval()
+        if fp32_path is None:
+            fp32_path = quantize.export_onnx(cpu_net, self.example, self.fp32_path(name, int8=int8))
+        path = fp32_path
+        if int8:
+            exclude = quantize.nodes_of_layers(fp32_path, keep_fp32) if keep_fp32 else None
+            path = quantize.quantize_int8(fp32_path, self.models_dir / f"{_file(name)}.onnx", self.calibration,
+                                          per_channel=self.config.per_channel, method=self.config.calibration_method,
+                                          exclude_nodes=exclude)
+        else:
+            self.torch_models[name] = net
+        c = cost_mod.measure(cpu_net, self.example)
+        s = self.splits
+        return Candidate(
+            name=name, kind=kind, precision=("mixed" if keep_fp32 else "int8") if int8 else "fp32",
+            onnx_path=path, params=c.params, macs=c.macs, size_bytes=quantize.file_size(path),
+            val_accuracy=quantize.onnx_accuracy(path, s.x_val, s.y_val),
+            test_accuracy=quantize.onnx_accuracy(path, s.x_test, s.y_test),
+            budget=budget, pruning_steps=steps, fp32_layers=list(keep_fp32),
+        )
+
+
+def _int8_losers(dense: Candidate, quant: Candidate, x1: np.ndarray, run_dir: Path, run_id: str,
+                 config: EvaluateConfig, device: Device, say: Callable[[str], None]) -> tuple[str, ...]:
+    """Layers where a short profiled probe measures int8 >= 20% and >= 2 µs slower than fp32 (batch 1)."""
+    from stallscope.compress.latency import measure_onnxruntime
+
+    if not config.mixed_precision:
+        return ()
+    say(f"probing int8 vs fp32 per layer (ORT profiler, batch 1, {config.probe_runs} runs)")
+    probe = measure_onnxruntime(
+        {dense.name: dense.onnx_path, quant.name: quant.onnx_path}, {1: x1}, runs={1: config.probe_runs},
+        trace_dir=run_dir / "traces" / "probe", warmup=5, threads=config.threads, device=device,
+        run_id=run_id, root=run_dir)
+    slower = int8_slower_layers(probe.layers, fp32=dense.name, int8=quant.name)
+    losers = slower.filter((pl.col("ratio") >= 1.2) & (pl.col("int8_us") - pl.col("fp32_us") >= 2.0))
+    if not losers.is_empty():
+        say("  int8 is slower on " + ", ".join(
+            f"{r['layer']} ({r['int8_us']:.0f} vs {r['fp32_us']:.0f} µs)" for r in losers.iter_rows(named=True))
+            + ": hqp-mixed candidates keep these layers in fp32")
+    return tuple(losers["layer"].to_list())
+
+
+def _budget_candidates(
+    model: "nn.Module", budget: float, *, dense: Candidate, builder: _Builder, reference: float,
+    keep_fp32: tuple[str, ...], shared_steps: dict, device: str, say: Callable[[str], None],
+) -> tuple[list[Candidate], list[Any]]:
+    """prune-fp32, hqp-int8 (and hqp-mixed) at one budget, from one pruning trajectory."""
+    from stallscope.compress import prune, training
+
+    config, s = builder.config, builder.splits
+    say(f"pruning under Δmax = {_pp(budget):.2f}pp (Fisher-guided, round to {config.round_to})")
+    trajectory = prune.iterative_prune(
+        model,
+        example=builder.example.to(device),
+        calibration=lambda step: list(training.batches(
+            s.x_train, s.y_train, batch_size=config.calibration_batch_size, count=config.calibration_batches,
+            seed=config.seed + 1000 * step)),
+        evaluate=lambda net: training.accuracy(net, s.x_val, s.y_val, device=device),
+        finetune=lambda net, step: training.fit(
+            net, s.x_train, s.y_train, epochs=config.finetune_epochs, lr=config.finetune_lr, seed=config.seed + step,
+            device=device),
+        config=prune.PruneConfig(
+            max_accuracy_drop=budget, target_macs_ratio=config.target_macs_ratio, step_fraction=config.step_fraction,
+            min_step_fraction=config.min_step_fraction, round_to=config.round_to, max_steps=config.max_steps),
+        reference_accuracy=reference,
+        device=device,
+        progress=say,
+        cache=shared_steps,
+    )
+    tag = f"{_pp(budget):g}pp"
+    last = trajectory.checkpoints[-1]
+    pruned = builder.build(f"prune-fp32@{tag}", "prune", last.model, int8=False, budget=budget, steps=last.step)
+    built = [pruned]
+
+    def within(c: Candidate) -> bool:
+        return dense.val_accuracy - c.val_accuracy <= budget + 1e-9
+
+    hqp = None
+    for ckpt in reversed(trajectory.checkpoints):  # the HQP gate: Δmax on the final quantized model
+        trial = builder.build(f"hqp-int8@{tag}", "hqp", ckpt.model, int8=True, budget=budget, steps=ckpt.step,
+                              fp32_path=pruned.onnx_path if ckpt is last else None)
+        say(f"  hqp@{tag} from pruning step {ckpt.step}: int8 val acc {trial.val_accuracy:.4f} "
+            f"(drop {_pp(dense.val_accuracy - trial.val_accuracy):.2f}pp) "
+            f"{'accepted' if within(trial) else 'over budget, stepping back'}")
+        if within(trial):
+            hqp = trial
+            break
+    if hqp is None:
+        say(f"  no HQP candidate meets {tag}: even the unpruned int8 model is over budget")
+        return built, trajectory.history
+    if hqp.pruning_steps != last.step:
+        hqp.notes.append(f"walked back from pruning step {last.step} to {hqp.pruning_steps}: the quantized later "
+                         f"checkpoints exceeded {tag}")
+    built.append(hqp)
+    if keep_fp32:
+        ckpt = next(c for c in trajectory.checkpoints if c.step == hqp.pruning_steps)
+        fp32 = pruned.onnx_path if ckpt is last else builder.fp32_path(hqp.name, int8=True)
+        mixed = builder.build(f"hqp-mixed@{tag}", "hqp", ckpt.model, int8=True, budget=budget, steps=ckpt.step,
+                              fp32_path=fp32, keep_fp32=keep_fp32)
+        if within(mixed):
+            mixed.notes.append(f"layers kept in fp32 because int8 measured slower: {', '.join(keep_fp32)}")
+            built.append(mixed)
+        else:
+            say(f"  hqp-mixed@{tag}: val drop {_pp(dense.val_accuracy - mixed.val_accuracy):.2f}pp is over budget")
+    return built, trajectory.history
+
+
+def _measure(candidates: list[Candidate], torch_models: dict[str, "nn.Module"], inputs: dict[int, np.ndarray],
+             run_dir: Path, run_id: str, config: EvaluateConfig, device: Device,
+             say: Callable[[str], None]) -> Latency:
+    """Time every candidate in ORT (and fp32 ones in PyTorch); fill their latency fields."""
+    from stallscope.compress.latency import measure_onnxruntime, measure_torch
+
+    say(f"measuring latency in ONNX Runtime ({config.threads} thread(s), b1 x{config.runs_b1}, "
+        f"b32 x{config.runs_b32}, interleaved; unprofiled, then profiled)")
     runs = {1: config.runs_b1, 32: config.runs_b32}
     traces = run_dir / "traces"
     latency = measure_onnxruntime(
@@ -308,33 +366,25 @@ def evaluate(
     for c in candidates:
         c.latency_ms = {b: headline[(c.name, b)] for b in BATCHES}
         c.profiled_latency_ms = {b: profiled[(c.name, b)] for b in BATCHES}
-    if config.torch_latency:
-        fp32_candidates = {c.name: c for c in candidates if c.precision == "fp32"}
-        say(f"measuring latency in PyTorch eager ({', '.join(fp32_candidates)}), then under torch.profiler")
-        torch_lat = measure_torch(
-            {n: torch_models[n] for n in fp32_candidates}, inputs, runs=runs, trace_dir=traces,
-            warmup=config.warmup, threads=config.threads, device=device, run_id=run_id, root=run_dir)
-        source = "wall" if config.latency_source == "wall" else (
-            "torch_run_gpu" if device == "cuda" else "torch_run_cpu")
-        tmed = torch_lat.medians(source=source)
-        for c in fp32_candidates.values():
-            c.torch_latency_ms = {b: tmed[(c.name, b)] for b in BATCHES if (c.name, b) in tmed}
-        latency = Latency(
-            runs=pl.concat([latency.runs, torch_lat.runs]),
-            layers=pl.concat([latency.layers, torch_lat.layers]),
-            traces=latency.traces + torch_lat.traces,
-        )
-    steps = pl.concat(step_frames) if step_frames else tables.empty(tables.PRUNING_STEPS)
-    result = EvaluateResult(
-        run_id=run_id, run_dir=run_dir, model_name=name, dataset=splits.name, device=device, config=config,
-        baseline=dense, candidates=candidates, latency=latency, steps=steps,
+    if not config.torch_latency:
+        return latency
+    fp32 = {c.name: c for c in candidates if c.precision == "fp32"}
+    say(f"measuring latency in PyTorch eager ({', '.join(fp32)}): unprofiled, then under torch.profiler")
+    torch_lat = measure_torch(
+        {n: torch_models[n] for n in fp32}, inputs, runs=runs, trace_dir=traces, warmup=config.warmup,
+        threads=config.threads, device=device, run_id=run_id, root=run_dir)
+    source = "wall" if config.latency_source == "wall" else ("torch_run_gpu" if device == "cuda" else "torch_run_cpu")
+    medians = torch_lat.medians(source=source)
+    for c in fp32.values():
+        c.torch_latency_ms = {b: medians[(c.name, b)] for b in BATCHES if (c.name, b) in medians}
+    return Latency(
+        runs=pl.concat([latency.runs, torch_lat.runs]),
+        layers=pl.concat([latency.layers, torch_lat.layers]),
+        traces=latency.traces + torch_lat.traces,
     )
-    decide(result)
-    write(result)
-    return result
 
 
-def resolve_device(option: DeviceOption) -> Literal["cpu", "cuda"]:
+def resolve_device(option: DeviceOption) -> Device:
     """``auto``: CUDA when PyTorch sees a GPU *and* ONNX Runtime has its CUDA provider; else CPU."""
     import torch
 

@@ -215,7 +215,7 @@ def measure_torch(
     handles = []
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
-    def call(name: str):  # type: ignore[no-untyped-def]
+    def call(name: str) -> Callable[[int], None]:
         def run(batch: int) -> None:
             models[name](tensors[batch])
             sync()

@@ -30,6 +30,7 @@ from stallscope.compress.failures import as_compress_error, export_summary
 from stallscope.errors import CompressError
 
 if TYPE_CHECKING:  # pragma: no cover
+    import onnxruntime as ort
     import torch
     from torch import nn
 
@@ -94,7 +95,7 @@ def quantize_int8(
     )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    class Reader(CalibrationDataReader):  # type: ignore[misc]
+    class Reader(CalibrationDataReader):
         def __init__(self) -> None:
             self._batches = iter(
                 [{INPUT_NAME: calibration[i : i + batch_size]} for i in range(0, len(calibration), batch_size)]
@@ -125,7 +126,9 @@ def quantize_int8(
     return out_path
 
 
-def session(path: Path, *, threads: int = 1, providers: list[str] | None = None, profile_prefix: Path | None = None):  # type: ignore[no-untyped-def]
+def session(
+    path: Path, *, threads: int = 1, providers: list[str] | None = None, profile_prefix: Path | None = None
+) -> "ort.InferenceSession":
     """An ORT session: all graph optimizations, sequential, ``threads`` intra-op threads."""
     import onnxruntime as ort
 

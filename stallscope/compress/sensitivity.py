@@ -23,7 +23,7 @@ BN shift ``β`` behind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from stallscope.errors import CompressError
@@ -57,7 +57,7 @@ def mask_gradients(
         raise CompressError(f"Fisher sensitivity: the model has no module(s) {missing}")
     masks: dict[str, list[torch.Tensor]] = {name: [] for name in wanted}
 
-    def make_hook(name: str):  # type: ignore[no-untyped-def]
+    def make_hook(name: str) -> Callable[..., "torch.Tensor"]:
         def hook(module: "nn.Module", inputs: tuple, output: "torch.Tensor") -> "torch.Tensor":
             shape = [output.shape[0], output.shape[1]] + [1] * (output.ndim - 2)
             mask = torch.ones(shape, dtype=output.dtype, device=output.device, requires_grad=True)
