@@ -7,7 +7,7 @@ executed and dropped, and summarized by medians:
 
 1. **timing pass, no profiler**: each inference is timed with ``time.perf_counter_ns`` around
    ``session.run`` / the forward call (plus ``torch.cuda.synchronize`` on CUDA). The spans are
-   written as a Chrome-trace file (``timing_<runtime>.trace.json``, ``cat: stallscope_run``)
+   written as a gzipped Chrome-trace file (``timing_<runtime>.trace.json.gz``, ``cat: stallscope_run``)
    and read back from it (source ``wall``).
 2. **profiled pass**: ORT sessions with ``SessionOptions.enable_profiling``: the ``model_run``
    event of the ORT profile gives the profiled latency of an inference and the node
@@ -30,9 +30,11 @@ The results are polars DataFrames with the columns of :data:`.tables.RUN_LATENCY
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
+import shutil
 import sys
 import threading
 import time
@@ -110,7 +112,7 @@ def measure_onnxruntime(
     with as_compress_error("ONNX Runtime inference failed during latency measurement"):
         spans = _timing_pass({name: call(name) for name in names}, runs, warmup=warmup)
     del plain
-    timing = _write_timing_trace(spans, trace_dir / "timing_onnxruntime.trace.json", runtime="onnxruntime")
+    timing = _write_timing_trace(spans, trace_dir / "timing_onnxruntime.trace.json.gz", runtime="onnxruntime")
     wall = _timing_frame(timing, root=root, run_id=run_id, device=device)
     sessions = {
         name: session(models[name], threads=threads, providers=providers, profile_prefix=trace_dir / f"ort_{_safe(name)}")
@@ -129,8 +131,7 @@ def measure_onnxruntime(
     run_frames, layer_frames, traces = [wall], [], [timing]
     for name in names:
         raw = Path(sessions[name].end_profiling())
-        trace = trace_dir / f"ort_{_safe(name)}.json"
-        raw.replace(trace)
+        trace = _gzip(raw, trace_dir / f"ort_{_safe(name)}.json.gz")
         traces.append(trace)
         run_df, node_df = read_ort_profile(trace, layers=layer_map(models[name]))
         rel = str(trace.relative_to(root)) if root else trace.name
@@ -157,8 +158,8 @@ def read_ort_profile(path: Path, *, layers: Mapping[str, str] | None = None) -> 
     """
     layers = layers or {}
     try:
-        events = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
+        events = _load_json(path)
+    except (OSError, ValueError, EOFError) as exc:
         raise CompressError(f"cannot read ORT profile {path}: {first_line(exc)}") from None
     if isinstance(events, dict):  # newer ORT versions may wrap the list
         events = events.get("traceEvents", [])
@@ -202,7 +203,7 @@ def measure_torch(
     device: Device = "cpu",
     run_id: str = "",
     root: Path | None = None,
-    trace_name: str = "torch_fp32.pt.trace.json",
+    trace_name: str = "torch_fp32.pt.trace.json",  # written gzipped, as <trace_name>.gz
 ) -> Latency:
     """Time PyTorch eager models: an unprofiled pass, then one ``torch.profiler`` pass (one Kineto trace)."""
     import torch
@@ -250,10 +251,11 @@ def measure_torch(
             h.remove()
         torch.set_num_threads(previous_threads)
     trace_dir.mkdir(parents=True, exist_ok=True)
-    timing = _write_timing_trace(spans, trace_dir / "timing_torch.trace.json", runtime="torch")
+    timing = _write_timing_trace(spans, trace_dir / "timing_torch.trace.json.gz", runtime="torch")
     wall = _timing_frame(timing, root=root, run_id=run_id, device=device)
-    trace = trace_dir / trace_name
-    prof.export_chrome_trace(str(trace))
+    raw = trace_dir / trace_name
+    prof.export_chrome_trace(str(raw))
+    trace = _gzip(raw, trace_dir / f"{trace_name}.gz")
     run_df, layer_df = read_torch_trace(trace)
     rel = str(trace.relative_to(root)) if root else trace.name
     meta = {"run_id": run_id, "runtime": "torch", "device": device, "trace_file": rel}
@@ -275,8 +277,8 @@ def read_torch_trace(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     annotations inside a run.
     """
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
+        doc = _load_json(path)
+    except (OSError, ValueError, EOFError) as exc:
         raise CompressError(f"cannot read PyTorch trace {path}: {first_line(exc)}") from None
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else []
     run_rows: list[dict[str, object]] = []
@@ -359,15 +361,16 @@ def _write_timing_trace(spans: list[tuple[str, int, int, int, int]], path: Path,
     doc = {"traceEvents": events, "displayTimeUnit": "ns",
            "otherData": {"producer": "stallscope.compress", "clock": "time.perf_counter_ns", "profiler": "none"}}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc))
+    with gzip.open(path, "wt") as fh:
+        json.dump(doc, fh)
     return path
 
 
 def read_timing_trace(path: Path) -> pl.DataFrame:
     """Read a timing trace written by the unprofiled pass: one row per inference (ns)."""
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
+        doc = _load_json(path)
+    except (OSError, ValueError, EOFError) as exc:
         raise CompressError(f"cannot read timing trace {path}: {first_line(exc)}") from None
     rows = [
         {**{k: ev["args"][k] for k in ("candidate", "runtime", "batch", "run_index")},
@@ -461,6 +464,23 @@ def _layer_of(node: str, layers: Mapping[str, str]) -> str:
         if key in layers:
             return layers[key]
     return base.split("/", 1)[0] if "/" in base else base
+
+
+def _gzip(src: Path, dest: Path) -> Path:
+    """Compress a raw trace file (Kineto traces shrink ~13x) and remove the original."""
+    with open(src, "rb") as fin, gzip.open(dest, "wb", compresslevel=6) as fout:
+        shutil.copyfileobj(fin, fout)
+    src.unlink()
+    return dest
+
+
+def _load_json(path: Path) -> object:
+    """Load a JSON trace, gzipped or not."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt") as fh:
+            return json.load(fh)
+    return json.loads(path.read_text())
 
 
 def _safe(name: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -14,6 +15,11 @@ from stallscope.compress import tables  # noqa: E402
 from stallscope.compress.latency import measure_onnxruntime, measure_torch, read_ort_profile  # noqa: E402
 from stallscope.compress.quantize import export_onnx, quantize_int8  # noqa: E402
 from stallscope.errors import CompressError  # noqa: E402
+
+
+def _json(path):
+    with gzip.open(path, "rt") as fh:
+        return json.load(fh)
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +40,15 @@ def ort_latency(models, digits16, tmp_path_factory):
 
 def test_ort_runs_come_from_the_profile_files(ort_latency):
     lat, root = ort_latency
-    assert sorted(p.name for p in lat.traces) == ["ort_dense.json", "ort_int8.json", "timing_onnxruntime.trace.json"]
+    assert sorted(p.name for p in lat.traces) == [
+        "ort_dense.json.gz", "ort_int8.json.gz", "timing_onnxruntime.trace.json.gz"]
     for source in ("ort_model_run", "wall"):
         counts = lat.runs.filter(pl.col("source") == source).group_by("candidate", "batch").len().sort("candidate", "batch")
         assert counts.rows() == [("dense", 1, 25), ("dense", 32, 5), ("int8", 1, 25), ("int8", 32, 5)]
     assert lat.runs.columns == list(tables.RUN_LATENCY)
     assert (lat.runs["dur_ns"] > 0).all()
     # the same numbers are in the raw file: every measured model_run event is a row
-    events = json.loads((root / "traces" / "ort_dense.json").read_text())
+    events = _json(root / "traces" / "ort_dense.json.gz")
     model_runs = sorted(e["dur"] * 1000 for e in events if e.get("name") == "model_run")
     warmups = 2 * 3  # 3 warm-up runs per batch size
     assert len(model_runs) == 30 + warmups
@@ -54,7 +61,7 @@ def test_ort_runs_come_from_the_profile_files(ort_latency):
 
 def test_unprofiled_pass_is_a_trace_too(ort_latency):
     lat, root = ort_latency
-    doc = json.loads((root / "traces" / "timing_onnxruntime.trace.json").read_text())
+    doc = _json(root / "traces" / "timing_onnxruntime.trace.json.gz")
     events = [e for e in doc["traceEvents"] if e["cat"] == "stallscope_run"]
     assert len(events) == 2 * (25 + 5)
     wall = lat.runs.filter(pl.col("source") == "wall")
@@ -105,8 +112,8 @@ def test_read_ort_profile_assigns_nodes_to_runs(tmp_path):
 def test_torch_latency_from_the_kineto_trace(_trained_resnet, digits16, tmp_path):
     inputs = {1: digits16.x_test[:1], 32: digits16.x_test[:32]}
     lat = measure_torch({"dense": _trained_resnet}, inputs, runs={1: 6, 32: 2}, warmup=1, trace_dir=tmp_path, root=tmp_path)
-    assert [p.name for p in lat.traces] == ["timing_torch.trace.json", "torch_fp32.pt.trace.json"]
-    doc = json.loads(lat.traces[1].read_text())
+    assert [p.name for p in lat.traces] == ["timing_torch.trace.json.gz", "torch_fp32.pt.trace.json.gz"]
+    doc = _json(lat.traces[1])
     assert "traceEvents" in doc
     assert lat.runs.group_by("source", "batch").len().sort("source", "batch").rows() == [
         ("torch_run_cpu", 1, 6), ("torch_run_cpu", 32, 2), ("wall", 1, 6), ("wall", 32, 2)]
