@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import polars as pl
@@ -372,6 +372,8 @@ def read_timing_trace(path: Path) -> pl.DataFrame:
         doc = _load_json(path)
     except (OSError, ValueError, EOFError) as exc:
         raise CompressError(f"cannot read timing trace {path}: {first_line(exc)}") from None
+    if not isinstance(doc, dict):
+        raise CompressError(f"{path} is not a timing trace (expected a JSON object with traceEvents)")
     rows = [
         {**{k: ev["args"][k] for k in ("candidate", "runtime", "batch", "run_index")},
          "ts_ns": int(round(float(ev["ts"]) * 1e3)), "dur_ns": int(round(float(ev["dur"]) * 1e3))}
@@ -474,7 +476,7 @@ def _gzip(src: Path, dest: Path) -> Path:
     return dest
 
 
-def _load_json(path: Path) -> object:
+def _load_json(path: Path) -> Any:
     """Load a JSON trace, gzipped or not."""
     path = Path(path)
     if path.suffix == ".gz":
