@@ -136,7 +136,7 @@ def evaluate(
     config = replace(EvaluateConfig(), **{**settings, **overrides})
     say = (lambda _msg: None) if quiet else (lambda msg: click.echo(msg, err=True))
     say(splits.describe())
-    model = _build_model(build, model_spec or example or "")
+    model = _build_model(build, model_spec or example or "", seed=seed)
     result = run_evaluate(model, splits, store=store or _default_store(), config=config, name=name, progress=say)
     _emit(result, fmt=fmt, out=out)
     say(f"run folder: {result.run_dir}")
@@ -179,10 +179,12 @@ def _factory(spec: str) -> Any:
     return resolve_callable(spec, what="--model")
 
 
-def _build_model(build: Any, spec: str) -> Any:
-    """Call the model factory; any failure, or a non-Module result, is one CompressError line."""
+def _build_model(build: Any, spec: str, *, seed: int) -> Any:
+    """Call the model factory (seeded, so initial weights repeat); failures are one CompressError line."""
+    import torch
     from torch import nn
 
+    torch.manual_seed(seed)
     from stallscope.compress.failures import first_line
 
     try:
