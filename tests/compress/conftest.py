@@ -52,7 +52,7 @@ def trained_resnet(_trained_resnet):
 def _trained_mobilenet(digits16):
     torch.manual_seed(0)
     model = mobilenet_digits(width=8, expand=4, stages=((1, 2, 1), (2, 1, 2)))
-    fit(model, digits16.x_train, digits16.y_train, epochs=4, seed=0)
+    fit(model, digits16.x_train, digits16.y_train, epochs=1, seed=0)  # the tests need structure, not accuracy
     return model
 
 
