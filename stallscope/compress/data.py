@@ -129,8 +129,10 @@ def load(spec: str, *, seed: int = 0) -> Splits:
 
 
 def _from_npz(path: Path, *, seed: int) -> Splits:
-    if not path.is_file():
+    if not path.exists():
         raise CompressError(f"--data {path}: no such file")
+    if not path.is_file():
+        raise CompressError(f"--data {path}: not a file (expected a .npz file)")
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
