@@ -52,6 +52,7 @@ from stallscope.compress.failures import as_compress_error, first_line
 from stallscope.errors import CompressError
 
 if TYPE_CHECKING:  # pragma: no cover
+    import onnxruntime as ort
     from torch import nn
 
 Device = Literal["cpu", "cuda"]
@@ -103,31 +104,24 @@ def measure_onnxruntime(
     trace_dir.mkdir(parents=True, exist_ok=True)
     names = list(models)
     feeds = {b: {INPUT_NAME: np.ascontiguousarray(x, dtype=np.float32)} for b, x in inputs.items()}
-    plain = {name: session(models[name], threads=threads, providers=providers) for name in names}
-
-    def call(name: str) -> Callable[[int], object]:
-        sess = plain[name]
+    def caller(sessions: Mapping[str, "ort.InferenceSession"], name: str) -> Callable[[int], object]:
+        sess = sessions[name]
         return lambda batch: sess.run(None, feeds[batch])
 
+    unprofiled = {name: session(models[name], threads=threads, providers=providers) for name in names}
     with as_compress_error("ONNX Runtime inference failed during latency measurement"):
-        spans = _timing_pass({name: call(name) for name in names}, runs, warmup=warmup)
-    del plain
+        spans = _interleave({name: caller(unprofiled, name) for name in names}, runs, warmup=warmup)
+    del unprofiled
     timing = _write_timing_trace(spans, trace_dir / "timing_onnxruntime.trace.json.gz", runtime="onnxruntime")
     wall = _timing_frame(timing, root=root, run_id=run_id, device=device)
+    # The same loop again, profiled: the i-th model_run event of a session is its i-th call.
     sessions = {
         name: session(models[name], threads=threads, providers=providers, profile_prefix=trace_dir / f"ort_{_safe(name)}")
         for name in names
     }
-    schedule: dict[str, list[tuple[int, int]]] = {name: [] for name in names}
     with as_compress_error("ONNX Runtime inference failed during latency measurement"):
-        for batch in sorted(inputs):
-            feed = feeds[batch]
-            plan = [-1] * warmup + list(range(runs[batch]))
-            for round_no, run_index in enumerate(plan):
-                shift = round_no % len(names)
-                for name in names[shift:] + names[:shift]:
-                    sessions[name].run(None, feed)
-                    schedule[name].append((batch, run_index))
+        calls = _interleave({name: caller(sessions, name) for name in names}, runs, warmup=warmup)
+    schedule = {name: [(b, i) for n, b, i, _, _ in calls if n == name] for name in names}
     run_frames, layer_frames, traces = [wall], [], [timing]
     for name in names:
         raw = Path(sessions[name].end_profiling())
@@ -227,7 +221,7 @@ def measure_torch(
         for name in names:
             models[name].to(device).eval()
         with torch.inference_mode(), as_compress_error("PyTorch inference failed during latency measurement"):
-            spans = _timing_pass({name: call(name) for name in names}, runs, warmup=warmup)
+            spans = _interleave({name: call(name) for name in names}, runs, warmup=warmup)
             for name in names:
                 handles += _annotate_layers(models[name])
             activities = [torch.profiler.ProfilerActivity.CPU]
@@ -236,13 +230,19 @@ def measure_torch(
             prof = torch.profiler.profile(activities=activities)
             with _native_stderr_silenced():  # Kineto prints "USDT: profiler_start/stop" lines
                 prof.start()
-            try:
-                for batch in sorted(tensors):
-                    for i in range(runs[batch]):
-                        shift = i % len(names)
-                        for name in names[shift:] + names[:shift]:
-                            with record_function(f"{RUN_TAG}::{name}::b{batch}::{i}"):
-                                call(name)(batch)
+            try:  # already warm: measured rounds only, each call annotated with its run index
+                counter = {(name, b): 0 for name in names for b in runs}
+
+                def annotated(name: str) -> Callable[[int], None]:
+                    def run(batch: int) -> None:
+                        index = counter[(name, batch)]
+                        counter[(name, batch)] += 1
+                        with record_function(f"{RUN_TAG}::{name}::b{batch}::{index}"):
+                            call(name)(batch)
+
+                    return run
+
+                _interleave({name: annotated(name) for name in names}, runs, warmup=0)
             finally:
                 with _native_stderr_silenced():
                     prof.stop()
@@ -328,12 +328,14 @@ def read_torch_trace(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     return runs.drop("lane"), layer_out.drop([c for c in ("lane", "seq", "kind") if c in layer_out.columns])
 
 
-def _timing_pass(
+def _interleave(
     calls: Mapping[str, Callable[[int], object]], runs: Mapping[int, int], *, warmup: int
 ) -> list[tuple[str, int, int, int, int]]:
-    """Run every variant interleaved and time each call: ``(name, batch, run_index, start_ns, dur_ns)``.
+    """Run every variant round-robin and time each call: ``(name, batch, run_index, start_ns, dur_ns)``.
 
-    Warm-up calls run first (interleaved too) and are not recorded.
+    For each batch size, ``warmup`` rounds (``run_index`` -1) precede ``runs[batch]`` measured
+    rounds; the variant that starts a round rotates every round. Every call is listed, in the
+    order it was made.
     """
     names = list(calls)
     spans: list[tuple[str, int, int, int, int]] = []
@@ -344,19 +346,17 @@ def _timing_pass(
             for name in names[shift:] + names[:shift]:
                 start = clock()
                 calls[name](batch)
-                dur = clock() - start
-                if run_index >= 0:
-                    spans.append((name, batch, run_index, start, dur))
+                spans.append((name, batch, run_index, start, clock() - start))
     return spans
 
 
 def _write_timing_trace(spans: list[tuple[str, int, int, int, int]], path: Path, *, runtime: str) -> Path:
-    """Write unprofiled inference spans as a Chrome-trace JSON file (µs, as Kineto writes them)."""
+    """Write the measured (not warm-up) inference spans as a gzipped Chrome-trace JSON file (µs)."""
     events = [
         {"ph": "X", "cat": "stallscope_run", "name": f"{RUN_TAG}::{name}::b{batch}::{index}",
          "ts": start / 1e3, "dur": dur / 1e3, "pid": os.getpid(), "tid": threading.get_native_id(),
          "args": {"candidate": name, "runtime": runtime, "batch": batch, "run_index": index}}
-        for name, batch, index, start, dur in spans
+        for name, batch, index, start, dur in spans if index >= 0
     ]
     doc = {"traceEvents": events, "displayTimeUnit": "ns",
            "otherData": {"producer": "stallscope.compress", "clock": "time.perf_counter_ns", "profiler": "none"}}
