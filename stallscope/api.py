@@ -18,10 +18,13 @@ from stallscope.store.sqldoc import SqlView
 
 def views() -> list[SqlView]:
     """Every documented SQL view: table-level conveniences, then analysis views."""
+    from pathlib import Path as _P
+
     from stallscope.analysis.views import ANALYSIS_SQL
     from stallscope.store.views import STORE_SQL, load_views
 
-    return load_views([STORE_SQL, ANALYSIS_SQL])
+    compress_sql = _P(__file__).parent / "compress" / "sql"  # SQL only: no torch import
+    return load_views([STORE_SQL, ANALYSIS_SQL, compress_sql])
 
 
 def open_store(store: str | Path | None = None, *, job: str | None = None) -> Store:

@@ -17,8 +17,9 @@ def views_markdown() -> str:
     from stallscope.api import views
 
     lines = ["# SQL views", "",
-             "Generated from the doc blocks above each `CREATE VIEW` in `stallscope/store/sql/` and",
-             "`stallscope/analysis/sql/` by `python -m stallscope.docs`. Views starting with `_` are helpers.",
+             "Generated from the doc blocks above each `CREATE VIEW` in `stallscope/store/sql/`,",
+             "`stallscope/analysis/sql/` and `stallscope/compress/sql/` by `python -m stallscope.docs`.",
+             "Views starting with `_` are helpers; the compress views exist once a compress run is in the store.",
              "Stored tables are in [schema.md](schema.md); `stallscope tables NAME` shows the same docs.", ""]
     for v in views():
         if v.kind != "VIEW":

@@ -209,13 +209,11 @@ def _fractions(text: str | None) -> tuple[float, ...] | None:
 
 
 def _default_store() -> Path:
-    env = os.environ.get("STALLSCOPE_STORE")
-    if env:
-        return Path(env)
-    from platformdirs import user_data_dir
+    """The same store as every other command (``--store``, ``$STALLSCOPE_STORE``, config file, user dir)."""
+    from stallscope.cli.options import resolved_store
+    from stallscope.store.layout import StoreLayout
 
-    return Path(user_data_dir("stallscope"))
-
+    return StoreLayout.at(resolved_store(None)).root
 
 def _emit(result: Any, *, fmt: str, out: Path | None) -> None:
     from stallscope.compress.report import to_dict, to_markdown, to_table

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "tables": ("stallscope.cli.sql", "tables", "List tables and views with their documentation."),
     "postmortem": ("stallscope.cli.postmortem", "postmortem", "Explain why a job was slow: findings with evidence."),
     "rules": ("stallscope.cli.rules", "rules", "List the attribution rules or show one rule's documentation."),
+    "compress": ("stallscope.cli.compress", "compress", "Evaluate HQP model-compression candidates from profiler traces."),
     "export": ("stallscope.cli.export", "export", "Export a job (merged Perfetto timeline on aligned clocks)."),
 }
 

@@ -72,8 +72,19 @@ def build(con: duckdb.DuckDBPyConnection, layout: StoreLayout | None, *, job: st
     for spec in specs.values():
         con.execute(f"CREATE OR REPLACE VIEW {_ident('_' + spec.name)} AS {base_view_sql(layout, spec, job, job_dir=job_dir)}")
         con.execute(f"CREATE OR REPLACE VIEW {_ident(spec.name)} AS SELECT * FROM {_ident('_' + spec.name)}")
+    root = str(layout.root if layout is not None else (job_dir.parent if job_dir is not None else "."))
+    present = []
     for v in views:
-        con.execute(v.sql)
+        if "{store}" in v.sql:
+            # a view over side datasets of the store (compress runs): only when they exist
+            try:
+                con.execute(v.sql.replace("{store}", root.replace("'", "''")))
+            except duckdb.Error:
+                continue
+        else:
+            con.execute(v.sql)
+        present.append(v)
+    views = present
     # comments: stored tables first, then SQL views (which may replace a stored table's view)
     # a SQL view that redefines a stored table keeps the stored columns' docs
     for spec in specs.values():
