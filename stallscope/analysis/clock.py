@@ -21,7 +21,11 @@ whose data-parallel groups stay inside hosts) are pinned by **causality of point
 messages**: a message cannot be received before it was sent, so for a send on host a and its
 matching receive on host b, ``c[b] - c[a] <= recv_end - send_start`` (raw times); messages in
 the other direction bound it from below. The tightest bounds (robust quantiles) bracket the
-offset; its midpoint is used (method ``p2p``, spread = half the bracket). Still-unconnected
+offset. Within the bracket, NCCL's send and receive kernels of one message end together (the
+transfer completes on both sides), so the median difference of their end times estimates the
+offset to the same precision as a collective (method ``p2p``, spread = robust spread of those
+differences); when it falls outside the bracket or scatters more than the bracket is wide, the
+bracket's midpoint is used (spread = half the bracket). Still-unconnected
 hosts fall back to wall-clock timestamps when the trace uses them (epoch-based ``ts`` or
 ``baseTimeNanoseconds``; NTP-level accuracy; methods ``wall_clock`` / ``base_time``), else
 offset 0 with method ``none`` (the ING rules say so).
@@ -29,6 +33,7 @@ offset 0 with method ``none`` (the ING rules say so).
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from stallscope.analysis.collectives import SYNCHRONOUS_OPS
@@ -158,23 +163,32 @@ def _p2p_offsets(rows: pl.DataFrame, solved: dict[str, float], hosts: list[str])
     p = rows.filter(pl.col("channel").str.starts_with("p2p:") & pl.col("op").is_in(["send", "recv"]))
     if p.height == 0:
         return {}
-    snd = p.filter(pl.col("op") == "send").select("instance_id", pl.col("host").alias("a"), pl.col("start_ns").alias("s"))
+    snd = p.filter(pl.col("op") == "send").select("instance_id", pl.col("host").alias("a"), pl.col("start_ns").alias("s"),
+                                                  pl.col("end_ns").alias("se"))
     rcv = p.filter(pl.col("op") == "recv").select("instance_id", pl.col("host").alias("b"), pl.col("end_ns").alias("e"))
     pairs = snd.join(rcv, on="instance_id").filter(pl.col("a") != pl.col("b"))
     if pairs.height == 0:
         return {}
-    # each message a -> b bounds c[b] - c[a] from above (robust: a low quantile, not the minimum)
-    ub = pairs.group_by("a", "b").agg((pl.col("e") - pl.col("s")).quantile(0.05, interpolation="lower").alias("u"), pl.len().alias("n"))
-    upper = {(a, b): (float(u), int(n)) for a, b, u, n in ub.iter_rows()}
+    # each message a -> b bounds c[b] - c[a] from above (robust: a low quantile, not the minimum);
+    # the end-time difference estimates it
+    ub = pairs.group_by("a", "b").agg((pl.col("e") - pl.col("s")).quantile(0.05, interpolation="lower").alias("u"), pl.len().alias("n"),
+                                      (pl.col("e") - pl.col("se")).alias("d"))
+    upper = {(a, b): (float(u), int(n), np.asarray(d, dtype=np.float64)) for a, b, u, n, d in ub.iter_rows()}
     delta: dict[tuple[str, str], tuple[float, float]] = {}
     counts: dict[tuple[str, str], int] = {}
-    for (a, b), (u1, n1) in upper.items():
+    for (a, b), (u1, n1, d1) in upper.items():
         back = upper.get((b, a))
         if back is None:
             continue  # one direction only: a bound, not an estimate
-        u2, n2 = back
+        u2, n2, d2 = back
         lo, hi = -u2, u1  # c[b] - c[a] in [lo, hi]
-        delta[(a, b)] = ((lo + hi) / 2, abs(hi - lo) / 2)
+        ends = np.concatenate([d1, -d2])
+        est = float(np.median(ends))
+        mad = float(1.4826 * np.median(np.abs(ends - est)))
+        if lo <= est <= hi and mad < abs(hi - lo) / 2:
+            delta[(a, b)] = (est, mad)
+        else:
+            delta[(a, b)] = ((lo + hi) / 2, abs(hi - lo) / 2)
         counts[(a, b)] = n1 + n2
     out: dict[str, tuple[float, float, int]] = {}
     known = dict(solved)

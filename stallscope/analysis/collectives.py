@@ -15,7 +15,7 @@ Matching key, per collective row of each rank:
   steps. GPU rows are ordered by kernel start (a stream executes in issue order), CPU rows by
   their enqueue call.
 
-An instance is consistent when all members agree on op and size; member metrics (arrival,
+An instance is consistent when all members agree on op (a send and its recv agree) and size; member metrics (arrival,
 wait, transfer) need aligned clocks and are computed after :mod:`stallscope.analysis.clock`.
 """
 
@@ -67,8 +67,15 @@ FROM keyed
 """
 
 
-#: members of one instance end within this of each other (after the clock offset, for other hosts)
-COHERENT_END_NS = 200_000
+#: members of one instance end within this of each other, position after position (after the
+#: clock offset and its slow drift, for members on other hosts); NCCL ends a collective on every
+#: member within a few µs
+COHERENT_END_NS = 20_000
+#: ... and on one host (one clock) within this of each other
+SAME_HOST_END_NS = 50_000
+#: CPU-side ends (Gloo, or the host call of a collective) carry the thread scheduling of each
+#: member: tens to hundreds of µs
+CPU_COHERENT_END_NS = 300_000
 
 
 def match_rows(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
@@ -86,7 +93,8 @@ def match_rows(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         return rows
     relabel: dict[tuple[str, int], str] = {}
     for (channel,), grp in anon.group_by("channel"):
-        groups = _coherent_groups(grp)
+        tol = CPU_COHERENT_END_NS if channel == "cpu" else COHERENT_END_NS
+        groups = _coherent_groups(grp, tol, max(tol, SAME_HOST_END_NS))
         if len(groups) > 1:
             for label, ranks in groups.items():
                 for r in ranks:
@@ -103,8 +111,9 @@ def match_rows(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return rows
 
 
-def _coherent_groups(grp: pl.DataFrame) -> dict[int, list[int]]:
-    """Split a channel's ranks into groups whose end times move together."""
+def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[int, list[int]]:
+    """Split a channel's ranks into groups whose end times move together (within ``tol_ns`` from
+    position to position; on one host, also within ``same_host_ns`` of each other)."""
     import numpy as np
 
     piv = grp.pivot(on="rank", index="instance_id", values="end_ns", aggregate_function="first").sort("instance_id")
@@ -121,15 +130,21 @@ def _coherent_groups(grp: pl.DataFrame) -> dict[int, list[int]]:
             x = parent[x]
         return x
 
+    import warnings
+
     for i in range(len(ranks)):
         d = E - E[:, [i]]  # ends of every rank minus rank i's
-        med = np.nanmedian(d, axis=0)
-        mad = np.nanmedian(np.abs(d - med), axis=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: ranks never seen together
+            med = np.nanmedian(d, axis=0)
+            # position-to-position change of the difference: ~0 for one group (a clock offset and a
+            # slow drift cancel), the spread of two independent groups' timing otherwise
+            step = np.nanmedian(np.abs(np.diff(d, axis=0)), axis=0)
         for j in range(i + 1, len(ranks)):
-            if not np.isfinite(mad[j]) or np.sum(np.isfinite(d[:, j])) < 3:
+            if not np.isfinite(step[j]) or np.sum(np.isfinite(d[:, j])) < 3:
                 continue
             same_host = host.get(ranks[i]) == host.get(ranks[j])
-            if mad[j] <= COHERENT_END_NS and (not same_host or abs(med[j]) <= COHERENT_END_NS):
+            if step[j] <= tol_ns and (not same_host or abs(med[j]) <= same_host_ns):
                 a, b = find(i), find(j)
                 if a != b:
                     parent[b] = a
@@ -185,7 +200,8 @@ def instances_and_members(rows: pl.DataFrame, offsets: pl.DataFrame) -> tuple[pl
             pl.col("group_size").max().alias("group_size"),
             pl.len().cast(pl.Int32).alias("members"),
             pl.col("host").n_unique().cast(pl.Int32).alias("hosts"),
-            ((pl.col("op").n_unique() == 1) & (pl.col("bytes").drop_nulls().n_unique() <= 1)).alias("consistent"),
+            ((pl.col("op").replace({"send": "p2p", "recv": "p2p"}).n_unique() == 1)
+             & (pl.col("bytes").drop_nulls().n_unique() <= 1)).alias("consistent"),
             pl.col("_first").first().alias("first_arrival_ns"),
             pl.col("_last").first().alias("last_arrival_ns"),
             pl.col("rank").last().alias("last_rank"),
@@ -209,6 +225,45 @@ def instances_and_members(rows: pl.DataFrame, offsets: pl.DataFrame) -> tuple[pl
         (pl.col("algbw_gbps") * pl.col("bus_factor")).alias("busbw_gbps"))
     members = m.select("instance_id", "rank", "host", "step", "arrival_ns", "end_ns", "wait_ns", "transfer_ns", "is_last", "cpu_start_ns")
     return inst, members
+
+
+COMPUTE_SQL = """
+SELECT k.rank, k.ts_ns AS start_ns, k.ts_ns + k.dur_ns AS end_ns, coalesce(r.host, 'rank-' || r.rank) AS host
+FROM _kernels k JOIN ranks r ON r.rank = k.rank
+WHERE NOT k.is_comm AND k.dur_ns IS NOT NULL
+"""
+
+#: a computation starting this soon after a collective ends, on a GPU whose computation had been
+#: idle at least this long, was waiting for it
+GATE_NS = 30_000
+
+
+def with_gating(members: pl.DataFrame, con: duckdb.DuckDBPyConnection, offsets: pl.DataFrame) -> pl.DataFrame:
+    """Add ``gates_compute``: the member's GPU computation was waiting for this collective.
+
+    FSDP's forward waits for its all-gather, the optimizer for the last gradient bucket, a
+    tensor-parallel layer for its all-reduce: the next computation starts right when the
+    collective ends (within ``GATE_NS``), after the compute stream sat idle (no computation
+    running during the last ``GATE_NS`` before the end). DDP's overlapped buckets do not gate
+    anything: backward keeps running under them. The what-if replay moves a rank's later
+    computation with the end of the collectives that gate it.
+    """
+    k: pl.DataFrame = pl.from_arrow(arrow_of(con.sql(COMPUTE_SQL)))  # type: ignore[assignment]
+    if k.height == 0 or members.height == 0:
+        return members.with_columns(pl.lit(False).alias("gates_compute"))
+    off = offsets.select("host", "offset_ns")
+    k = (k.join(off, on="host", how="left").with_columns(pl.col("offset_ns").fill_null(0))
+         .select("rank", (pl.col("start_ns") + pl.col("offset_ns")).alias("_ks"), (pl.col("end_ns") + pl.col("offset_ns")).alias("_ke"))
+         .sort("rank", "_ks")
+         # the latest end of any computation that started before this one
+         .with_columns(pl.col("_ke").cum_max().shift(1).over("rank").alias("_busy_until"))
+         .sort("_ks"))
+    probe = members.with_row_index("_i").select("_i", "rank", "end_ns").sort("end_ns")
+    j = probe.join_asof(k, left_on="end_ns", right_on="_ks", by="rank", strategy="forward", check_sortedness=False)
+    j = j.with_columns(((pl.col("_ks") - pl.col("end_ns") <= GATE_NS)
+                        & (pl.col("_busy_until").fill_null(0) <= pl.col("end_ns") - GATE_NS)).fill_null(False).alias("gates_compute"))
+    return (members.with_row_index("_i").join(j.select("_i", "gates_compute"), on="_i", how="left").drop("_i")
+            .with_columns(pl.col("gates_compute").fill_null(False)))
 
 
 READINESS_SQL = """

@@ -24,7 +24,7 @@ def _collectives_and_clocks(con: duckdb.DuckDBPyConnection) -> dict[str, pa.Tabl
     import polars as pl
 
     from stallscope.analysis.clock import estimate_offsets, infer_hosts
-    from stallscope.analysis.collectives import instances_and_members, match_rows, with_readiness
+    from stallscope.analysis.collectives import instances_and_members, match_rows, with_gating, with_readiness
     from stallscope.store.queries import arrow_of
 
     rows = match_rows(con)
@@ -43,7 +43,7 @@ def _collectives_and_clocks(con: duckdb.DuckDBPyConnection) -> dict[str, pa.Tabl
             ranks = ranks.with_columns(pl.col("rank").replace_strict(inferred, default=None, return_dtype=pl.String).alias("host"))
             offsets = estimate_offsets(rows, ranks)
     inst, members = instances_and_members(rows, offsets)
-    members = with_readiness(members, con, offsets)
+    members = with_gating(with_readiness(members, con, offsets), con, offsets)
     out.update({"clock_offsets": offsets.to_arrow(), "collective_instances": inst.to_arrow(), "collective_members": members.to_arrow()})
     return out
 

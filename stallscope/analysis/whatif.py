@@ -16,10 +16,12 @@ receive, or a collective queued on a busy NCCL stream all replay as they ran.
 
 A member that sat **queued** (it started the moment its anchor ended, although its inputs were
 ready earlier: ``ready_ns`` in ``collective_members``) is not pulled earlier than its readiness
-when its anchor moves: ``arrival = max(anchor end, ready + the rank's own shift)``, where the
-shift is how much the rank's compute-gated arrivals have moved so far. This keeps hidden
+when its anchor moves: ``arrival = max(anchor end + gap, ready + the rank's own shift)``, where the
+shift is how much the rank's computation has moved so far: by its own arrivals that were
+not queued, and by the end of every collective its computation waited for (``gates_compute``:
+FSDP's forward waits for its all-gather, the optimizer for the last bucket). This keeps hidden
 communication hidden when a what-if speeds transfers up (a bucket cannot start before its
-gradients exist).
+gradients exist), and lets a straggler's delay reach computation that waited for it.
 
 Replaying the recorded gaps and transfers reproduces the recorded timeline exactly (a tested
 identity). A *scenario* changes gaps or transfers — the culprit ranks behave like their median
@@ -63,6 +65,7 @@ class Timeline:
     row_end: np.ndarray          #: per row: recorded end (ns)
     row_arrival: np.ndarray      #: per row: recorded arrival (ns)
     row_ready: np.ndarray        #: per row: recorded readiness for queued rows, NaN otherwise (ns)
+    row_gates: np.ndarray        #: per row: the rank's computation waited for this synchronization
     tail_row: np.ndarray         #: per rank: its row that ended last, or -1
     tail: np.ndarray             #: per rank: last step end - end of tail_row (or - start)
     makespan: float              #: recorded T (ns)
@@ -90,6 +93,9 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     if windows.height == 0:
         return None
     span = windows.group_by("rank").agg(pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e")).sort("rank")
+    # times relative to the first step start: epoch nanoseconds (~1.7e18) exceed float64's exact range
+    origin = int(span["s"].min())  # type: ignore[arg-type]
+    span = span.with_columns(pl.col("s") - origin, pl.col("e") - origin)
     ranks = span["rank"].to_numpy()
     idx_of = {int(r): i for i, r in enumerate(ranks)}
     start = span["s"].to_numpy().astype(np.float64)
@@ -97,6 +103,7 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     multi = instances.filter(pl.col("members") > 1).select("instance_id")
     m = members.join(multi, on="instance_id").filter(pl.col("rank").is_in(list(idx_of)))
     # members outside the rank's profiled span are not part of its timeline
+    m = m.with_columns(*(pl.col(c) - origin for c in ("arrival_ns", "end_ns", "ready_ns") if c in m.columns))
     m = m.join(span.rename({"s": "_s", "e": "_e"}), on="rank").filter(
         (pl.col("arrival_ns") >= pl.col("_s")) & (pl.col("arrival_ns") <= pl.col("_e")))
     full = m.group_by("instance_id").agg(pl.len().alias("_n")).filter(pl.col("_n") > 1)
@@ -120,6 +127,7 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
         ready = m["ready_ns"].cast(pl.Float64).fill_null(np.nan).to_numpy()
     else:
         ready = np.full(len(arrival), np.nan)
+    gates = m["gates_compute"].fill_null(False).to_numpy() if "gates_compute" in m.columns else np.zeros(len(arrival), dtype=bool)
     queued = (anchor >= 0) & (gap <= ANCHOR_TOLERANCE_NS) & np.isfinite(ready) & (ready < arrival - ANCHOR_TOLERANCE_NS)
     row_ready = np.where(queued, ready, np.nan)
     # tails: from each rank's latest end to its last step end
@@ -142,7 +150,7 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     chain, tail_role = _roles(chain, attrs, ranks)
     return Timeline(ranks=ranks, start=start, end=end, inst_ids=inst_ids, inst_rows=inst_rows, row_rank_idx=row_rank_idx,
                     row_anchor=anchor, row_gap=gap, row_transfer=transfer, row_end=row_end, row_arrival=arrival,
-                    row_ready=row_ready, tail_row=tail_row, tail=tail,
+                    row_ready=row_ready, row_gates=gates, tail_row=tail_row, tail=tail,
                     makespan=float(end.max() - start.min()), attrs=attrs, chain=chain, tail_role=tail_role)
 
 
@@ -188,13 +196,16 @@ def replay(tl: Timeline, *, gaps: np.ndarray | None = None, transfers: TransferR
         ready = tl.row_ready[rows]
         q = np.isfinite(ready)
         if q.any():
-            arr = np.where(q, np.maximum(base, ready + shift[ridx]), arr)
+            arr = np.where(q, np.maximum(arr, ready + shift[ridx]), arr)
         shift[ridx] = np.where(q, shift[ridx], arr - tl.row_arrival[rows])
         last = arr.max()
         tr = tl.row_transfer[rows]
         if transfers is not None:
             tr = transfers(pos, tr)
         new_end[rows] = np.maximum(last + tr, arr)
+        g = tl.row_gates[rows]
+        if g.any():
+            shift[ridx[g]] = new_end[rows[g]] - tl.row_end[rows[g]]
     tail = tl.tail if tails is None else tails
     base = np.where(tl.tail_row >= 0, new_end[np.maximum(tl.tail_row, 0)], start)
     finish = base + tail
@@ -215,19 +226,25 @@ def lost_fraction_between(base: float, new: float, makespan: float) -> float:
 def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> float:
     """Lost fraction if ``culprit_ranks`` behaved like their median peer: each of their gaps
     shrinks to the median gap of non-culprit ranks of the same role at the same step and ordinal
-    (for a role with no other rank: to the median of the other members of a synchronous
-    collective); their tails likewise."""
+    (for a role all of whose ranks are culprits: of the other ranks at the same step and ordinal
+    doing the same op; else to the median of the other members of a synchronous collective);
+    their tails likewise."""
     cul_set = {int(r) for r in culprit_ranks}
     cul = np.isin(tl.ranks, list(cul_set))
     if not cul.any():
         return 0.0
     ch = tl.chain.with_columns(pl.col("rank").is_in(list(cul_set)).alias("cul"))
     peer = ch.filter(~pl.col("cul")).group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("peer"))
+    # a role whose every rank is a culprit (a whole host's tensor-parallel or shard group): the
+    # ranks of other roles at the same point of the step doing the same op (their own groups)
+    alike = ch.filter(~pl.col("cul")).group_by("step", "ordinal", "op").agg(pl.col("gap").median().alias("alike"))
     others = ch.filter(~pl.col("cul")).group_by("pos").agg(pl.col("gap").median().alias("mpeer"))
     sync = pl.DataFrame({"pos": np.arange(tl.n_instances, dtype=np.uint32), "sync": tl.synchronous},
                         schema={"pos": ch.schema["pos"], "sync": pl.Boolean})
-    x = ch.join(peer, on=["role", "step", "ordinal"], how="left").join(others, on="pos", how="left").join(sync, on="pos", how="left")
-    ref = pl.coalesce(pl.col("peer"), pl.when(pl.col("sync")).then(pl.col("mpeer")))
+    x = (ch.join(peer, on=["role", "step", "ordinal"], how="left").join(alike, on=["step", "ordinal", "op"], how="left")
+         .join(others, on="pos", how="left").join(sync, on="pos", how="left"))
+    role_has_peers = pl.col("rank").filter(~pl.col("cul")).n_unique().over("role") > 0
+    ref = pl.coalesce(pl.col("peer"), pl.when(~role_has_peers).then(pl.col("alike")), pl.when(pl.col("sync")).then(pl.col("mpeer")))
     x = x.with_columns(pl.when(pl.col("cul") & ref.is_not_null()).then(pl.min_horizontal(pl.col("gap"), ref))
                        .otherwise(pl.col("gap")).alias("new")).sort("row")
     new_gaps = x["new"].to_numpy().astype(np.float64)

@@ -8,7 +8,7 @@ host of two — can be late without hiding themselves); ranks whose share exceed
 more than five robust deviations and by at least ``MIN_LATE_SHARE`` of a step (smaller lateness
 cannot cost a meaningful share of the job) are that step's *late* ranks. From the late sets over all steps:
 
-* ranks late in at least half of the steps are **persistent** (stragglers, or a slow host when
+* ranks late in at least 70 % of the steps are **persistent** (stragglers, or a slow host when
   they are exactly one host's ranks);
 * ranks late in fewer steps are **intermittent**;
 * when the late ranks change from step to step and none dominates, the waiting is **jitter**.
@@ -33,7 +33,7 @@ MIN_LATE_SHARE = 0.01
 #: robust deviations above the step median that make a rank late in that step
 LATE_SIGMAS = 5.0
 #: a rank late in at least this share of steps is a persistent straggler
-PERSISTENT_SHARE = 0.5
+PERSISTENT_SHARE = 0.7
 
 
 @dataclass
@@ -43,6 +43,7 @@ class LateSets:
     per_step: dict[int, list[int]]      #: step -> late ranks
     events: int                         #: total (rank, step) late events
     distinct: int                       #: distinct ranks ever late
+    excess: dict[tuple[int, int], float] = field(default_factory=dict)  #: (step, rank) -> lateness beyond the step's baseline (share of a step)
 
 
 @dataclass
@@ -151,8 +152,10 @@ class Context:
             pl.max_horizontal(pl.col("mad") * LATE_SIGMAS, pl.lit(MIN_LATE_SHARE)).alias("thr"),
         ).filter(pl.col("excess") > pl.col("thr"))
         per_step: dict[int, list[int]] = {}
-        for s, r in flagged.select("step", "rank").iter_rows():
+        excess: dict[tuple[int, int], float] = {}
+        for s, r, x in flagged.select("step", "rank", "excess").iter_rows():
             per_step.setdefault(int(s), []).append(int(r))
+            excess[(int(s), int(r))] = float(x)
         steps = ls["step"].n_unique()
         counts = flagged.group_by("rank").agg(pl.col("step").sort())
         persistent, intermittent = [], {}
@@ -161,7 +164,7 @@ class Context:
                 persistent.append(int(r))
             else:
                 intermittent[int(r)] = [int(x) for x in st]
-        return LateSets(sorted(persistent), intermittent, per_step, flagged.height, flagged["rank"].n_unique())
+        return LateSets(sorted(persistent), intermittent, per_step, flagged.height, flagged["rank"].n_unique(), excess)
 
     def whole_host_of(self, ranks: list[int]) -> str | None:
         """The host whose ranks are (almost) exactly ``ranks``: ≥ 75 % of its ranks and nothing else."""
@@ -224,7 +227,7 @@ class Context:
             hranks = self.d.ranks_of(host_best)
             hsteps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(hranks))
             return SyncVerdict("host", hranks, host_best, host_lost, jit, hsteps, len(hsteps) >= PERSISTENT_SHARE * self.n_steps)
-        if chosen and set_lost >= 0.01 and set_lost >= 0.5 * jit:
+        if chosen and set_lost >= 0.01 and set_lost >= 0.5 * jit and not self._takes_turns(chosen):
             host = self.whole_host_of(chosen)
             if host is not None:
                 return SyncVerdict("host", self.d.ranks_of(host), host, max(set_lost, host_lost), jit, late_steps, persistent)
@@ -232,6 +235,25 @@ class Context:
         if jit >= 0.01:
             return SyncVerdict("jitter", self.d.ranks["rank"].to_list(), None, jit, jit, sorted(ls.per_step), True)
         return none
+
+    def _takes_turns(self, chosen: list[int]) -> bool:
+        """Jitter, not stragglers: in the steps where no chosen rank was late, other ranks (at
+        least two) were late by at least half as much per step as the chosen ones in theirs, and
+        no chosen rank's worst lateness dwarfs theirs (3x). A straggler's peers are late only at
+        noise level on their own (ranks late *with* it, held up inside its group, do not count);
+        under jitter every rank takes its turn, and the biggest spikes only look like culprits."""
+        ls = self.late_sets
+        ex = ls.excess
+        chosen_set = set(chosen)
+        mine_steps = {s for s, rs in ls.per_step.items() if chosen_set & set(rs)}
+        mine = [x for (_, r), x in ex.items() if r in chosen_set]
+        free = [(r, x) for (s, r), x in ex.items() if s not in mine_steps]
+        if not mine or len({r for r, _ in free}) < 2:
+            return False
+        n_free = max(1, self.n_steps - len(mine_steps))
+        mine_rate = sum(mine) / max(1, len(mine_steps))
+        free_rate = sum(x for _, x in free) / n_free
+        return free_rate >= 0.5 * mine_rate and max(mine) < 3.0 * max(x for _, x in free)
 
     # -- what-if ----------------------------------------------------------------------------
     @cached_property

@@ -10,8 +10,9 @@ from stallscope.rules.placement import connections, log_hosts
 #: bus bandwidth any RDMA fabric delivers between nodes (a single 100 Gb/s NIC: ~10-12 GB/s
 #: busbw in nccl-tests); healthy clusters exceed it, TCP sockets rarely reach it
 REF_RDMA_GBPS = 10.0
-#: "far below what the transport should give": under half the RDMA reference
-COLLAPSE_GBPS = 0.5 * REF_RDMA_GBPS
+#: "far below what any RDMA transport gives": under 70 % of the single-NIC reference (one 100 Gb/s
+#: NIC at the 85 % nccl-tests efficiency gives 10.6 GB/s; TCP sockets and a link trained down fall below)
+COLLAPSE_GBPS = 0.7 * REF_RDMA_GBPS
 #: messages smaller than this are latency-bound: their bandwidth says little about the fabric
 MIN_BW_BYTES = 1 << 20
 BW_OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce")
@@ -91,9 +92,7 @@ def fabric_facts(ctx: Context) -> dict[str, dict[str, float]]:
         n = ctx.store.sql("SELECT host, count(DISTINCT dev_name) AS n FROM nccl_net WHERE job = ? AND kind = 'ib_device' "
                           "AND host IS NOT NULL GROUP BY host", [ctx.job])
         out["nics"] = {h: float(v) for h, v in n.iter_rows()}
-        g = ctx.store.sql("SELECT host, max(bw_inter_gbs * coalesce(n_channels, 1)) AS bw FROM nccl_topology WHERE job = ? "
-                          "AND kind = 'graph' AND bw_inter_gbs > 0 AND host IS NOT NULL GROUP BY host", [ctx.job])
-        out["graph_bw"] = {h: float(v) for h, v in g.iter_rows() if v}
+        out["graph_bw"] = _inter_graph_bandwidth(ctx)
     except Exception:  # noqa: BLE001 - no NCCL tables in this store
         pass
     conns = connections(ctx)
@@ -103,6 +102,35 @@ def fabric_facts(ctx: Context) -> dict[str, dict[str, float]]:
         g2 = net.group_by("host").agg(pl.col("gdr").mean())
         out["gdr"] = dict(zip(g2["host"].to_list(), g2["gdr"].to_list()))
     return out
+
+
+def _inter_graph_bandwidth(ctx: Context) -> dict[str, float]:
+    """Per host: the largest ``bw_inter × nChannels`` of NCCL's graph searches for communicators
+    that span nodes. A single-node communicator's search prints an inter-node bandwidth too (the
+    intra-node one, meaningless for NICs), so each search is tied to its communicator: the
+    nearest communicator line (``nRanks ... nNodes``, ``Init START``/``COMPLETE``) printed by the
+    same thread of the same process; it spans nodes when ``nNodes > 1``, or (older NCCL) when it
+    has more ranks than the host has GPUs. A search with no communicator line counts only when
+    its inter-node bandwidth is below its intra-node one."""
+    g = ctx.store.sql("SELECT file, pid, tid, line_no, host, bw_inter_gbs * coalesce(n_channels, 1) AS bw, bw_intra_gbs, bw_inter_gbs "
+                      "FROM nccl_topology WHERE job = ? AND kind = 'graph' AND bw_inter_gbs > 0 AND host IS NOT NULL "
+                      "AND pid IS NOT NULL AND tid IS NOT NULL", [ctx.job])
+    if g.height == 0:
+        return {}
+    c = ctx.store.sql("SELECT file, pid, tid, line_no, nnodes, nranks FROM nccl_comms WHERE job = ? AND nranks IS NOT NULL "
+                      "AND pid IS NOT NULL AND tid IS NOT NULL", [ctx.job])
+    g = g.sort("line_no")
+    if c.height:
+        g = g.join_asof(c.sort("line_no").rename({"line_no": "_cl"}), left_on="line_no", right_on="_cl",
+                        by=["file", "pid", "tid"], strategy="nearest", check_sortedness=False)
+    else:
+        g = g.with_columns(pl.lit(None, dtype=pl.Int32).alias("nnodes"), pl.lit(None, dtype=pl.Int32).alias("nranks"))
+    gpus = pl.col("host").replace_strict(ctx.ranks_per_host, default=None, return_dtype=pl.Int64)
+    multi = (pl.when(pl.col("nnodes").is_not_null()).then(pl.col("nnodes") > 1)
+             .when(pl.col("nranks").is_not_null() & gpus.is_not_null()).then(pl.col("nranks") > gpus)
+             .otherwise(pl.col("bw_inter_gbs") < pl.col("bw_intra_gbs").fill_null(float("inf"))))
+    per = g.filter(multi.fill_null(False)).group_by("host").agg(pl.col("bw").max())
+    return {h: float(v) for h, v in per.iter_rows() if v}
 
 
 #: bus bandwidth of the fastest common NIC (400 Gb/s line rate = 50 GB/s): caps graph-derived capacities

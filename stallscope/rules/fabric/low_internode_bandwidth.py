@@ -8,16 +8,21 @@ from stallscope.rules.fabric._bandwidth import (
     COLLAPSE_GBPS, arrive_together, expected_busbw, inter_expectations, socket_facts, transfers_at_bandwidth)
 
 
+#: "far below" what the fabric should give: under this share of it (nccl-tests reach ~85 % of NCCL's
+#: graph bandwidth in isolation; collectives overlapped with compute keep well above 60 % of that)
+FAR_BELOW = 0.6
+
+
 class LowInterNodeBandwidth(Rule):
     """Inter-node collectives move bytes far slower than any RDMA fabric would, while ranks arrive on time.
 
     What it detects:
-        Bandwidth-bound collectives (≥ 1 MiB) whose members span hosts reach under half the bus
+        Bandwidth-bound collectives (≥ 1 MiB) whose members span hosts reach under 60 % of the bus
         bandwidth the fabric should give, although their members arrive together (arrival skew
         under half the transfer time): the time goes into moving bytes, not into waiting for a
         late rank. "Should give" is NCCL's own topology-search bandwidth when the logs have it
         (× 0.85, what nccl-tests achieves), else 10 GB/s per RDMA NIC NCCL lists, else — no logs —
-        a collapse below 5 GB/s, half of one 100 Gb/s NIC. When NCCL logs show the data path runs
+        a collapse below 7 GB/s per host, 70 % of what one 100 Gb/s NIC gives. When NCCL logs show the data path runs
         over TCP sockets, FAB002 reports it instead; one host's degraded link is FAB004.
 
     Why it slows the job:
@@ -36,7 +41,7 @@ class LowInterNodeBandwidth(Rule):
         speed (``ibstat``), GPUDirect RDMA (nvidia-peermem), and the switch fabric for congestion.
 
     Options:
-        The 0.85 efficiency, 10 GB/s per NIC and 5 GB/s collapse thresholds are physics priors
+        The 0.85 efficiency, 10 GB/s per NIC and 7 GB/s collapse thresholds are physics priors
         (nccl-tests on 100 Gb/s NICs). Findings costing < 1 % of the job are not reported.
     """
 
@@ -52,7 +57,7 @@ class LowInterNodeBandwidth(Rule):
         expected, basis = expected_busbw(ctx)
         # per-host equivalent: what the host's NICs carried, given the group's share of them
         host_bw = float((inter["busbw_gbps"] / inter["share"]).median())
-        far_below = host_bw < 0.5 * expected if basis != "reference" else host_bw < COLLAPSE_GBPS
+        far_below = host_bw < FAR_BELOW * expected if basis != "reference" else host_bw < COLLAPSE_GBPS
         if not far_below:
             return []
         facts = socket_facts(ctx)

@@ -23,9 +23,10 @@ class SocketFallback(Rule):
     Evidence it cites:
         The log lines (``nccl_net`` selected network, ``nccl_connections`` with ``net =
         'Socket'``), the achieved inter-node bus bandwidth from the traces; time lost from the
-        what-if replay with inter-node transfers at what RDMA would give — one 100 Gb/s-class NIC
-        (10 GB/s bus bandwidth) per GPU, as on rail-optimized training nodes, shared by the
-        groups that run at once — when traces are in the bundle.
+        what-if replay with inter-node transfers at what RDMA would give at least — one 100
+        Gb/s-class NIC (10 GB/s bus bandwidth) per host, shared by the groups that run at once —
+        when traces are in the bundle; the details add the upper bound with one such NIC per GPU,
+        as on rail-optimized training nodes (the healthy fabric is unknown when NCCL never used it).
 
     How to fix:
         Find why NCCL could not use the RDMA NICs: ``NCCL_IB_DISABLE=1`` or a missing
@@ -48,20 +49,24 @@ class SocketFallback(Rule):
         if not hosts:
             return []
         inter = inter_transfers(ctx)
-        lost = None
+        lost = lost_rail = None
         bw = None
         if inter.height:
             bw = float(inter["busbw_gbps"].median())
-            # what RDMA would give: one NIC per GPU (rail-optimized nodes), at the single-NIC reference
+            # what RDMA would give: at least one 100 Gb/s NIC per host (the lower bound reported);
+            # up to one NIC per GPU on rail-optimized nodes (the upper bound, in the details)
             gpus = max(ctx.ranks_per_host.values()) if ctx.ranks_per_host else 1
-            lost = ctx.lost_if_transfers("fab:rdma", transfers_at_bandwidth(ctx, REF_RDMA_GBPS * gpus))
+            lost = ctx.lost_if_transfers("fab:rdma", transfers_at_bandwidth(ctx, REF_RDMA_GBPS))
+            lost_rail = ctx.lost_if_transfers("fab:rdma-rail", transfers_at_bandwidth(ctx, REF_RDMA_GBPS * gpus))
         all_hosts = len(hosts) >= len(ctx.d.hosts) or len(hosts) == len(facts.get("hosts", []))  # type: ignore[arg-type]
         ranks = ctx.d.ranks["rank"].to_list() if all_hosts else [r for h in hosts for r in ctx.d.ranks_of(h)]
         culprit_hosts = ctx.d.hosts if all_hosts and ctx.d.hosts else hosts
         summary = (f"NCCL on {', '.join(hosts[:6])}{' …' if len(hosts) > 6 else ''} moved inter-node data over TCP sockets "
                    f"({facts.get('socket_connections', 0)} NET/Socket connections in the logs). "
-                   + (f"The traces show inter-node bus bandwidth of {bw:.2f} GB/s; at an RDMA fabric's {REF_RDMA_GBPS:.0f} GB/s "
-                      f"the job would be {fmt_pct(lost)} shorter." if bw is not None and lost is not None
+                   + (f"The traces show inter-node bus bandwidth of {bw:.2f} GB/s; with one 100 Gb/s RDMA NIC per host "
+                      f"({REF_RDMA_GBPS:.0f} GB/s) the job would be at least {fmt_pct(lost)} shorter"
+                      + (f", up to {fmt_pct(lost_rail)} with one NIC per GPU." if lost_rail is not None and lost_rail > lost + 0.005 else ".")
+                      if bw is not None and lost is not None
                       else "The bundle has no traces of inter-node collectives to measure the cost."))
         ev = [
             Evidence("network NCCL selected, per host",
@@ -80,7 +85,7 @@ class SocketFallback(Rule):
                     confidence=ctx.quality * 0.95, evidence=ev,
                     recommendation="Make NCCL use RDMA: check NCCL_IB_DISABLE, NCCL_IB_HCA, NCCL_NET_PLUGIN and "
                                    "NCCL_SOCKET_IFNAME, that rdma-core/libibverbs and the RDMA devices are in the container.",
-                    details={"socket_hosts": hosts, "busbw_gbps_median": bw})
+                    details={"socket_hosts": hosts, "busbw_gbps_median": bw, "lost_time_fraction_rail_optimized": lost_rail})
         if lost is None:
             f.severity = "medium"
         return [f]

@@ -1,4 +1,12 @@
-"""Shared by locality rules: intra-node collective bandwidth per host, and placement facts."""
+"""Shared by locality rules: intra-node collective speed per host, compared with the other hosts.
+
+Two hosts' intra-node collectives are comparable when they move the same bytes: same op, same
+group size and same message size. Traces without message sizes (no collective metadata:
+PyTorch < 2.1 or metadata off) still compare: the collectives at the same position of the same
+step of each host's own group (the tensor-parallel all-reduce of one layer, the shard
+all-gather of one FSDP unit) move the same bytes on every host of a symmetric job, so their
+transfer times are compared directly.
+"""
 
 from __future__ import annotations
 
@@ -10,29 +18,46 @@ from stallscope.rules.context import Context
 LOW_RATIO = 0.6
 MIN_INSTANCES = 3
 
+_SCHEMA = {"host": pl.String, "ratio": pl.Float64, "n": pl.UInt32, "busbw": pl.Float64, "peer_busbw": pl.Float64}
+
+
+def _intra_instances(ctx: Context) -> pl.DataFrame:
+    """Multi-member intra-node instances with their host and a ``shape`` key: instances of one
+    shape move the same bytes."""
+    inst = ctx.d.instances.filter((pl.col("scope") == "intra") & (pl.col("members") > 1) & (pl.col("transfer_ns") > 0))
+    if inst.height == 0:
+        return inst.with_columns(pl.lit(None, dtype=pl.String).alias("host"), pl.lit(None, dtype=pl.String).alias("shape"))
+    host_of_inst = ctx.d.members.group_by("instance_id").agg(pl.col("host").first(), pl.col("arrival_ns").min().alias("_a"))
+    x = inst.join(host_of_inst, on="instance_id")
+    # position of the instance among its group's instances of the step (groups: the channel)
+    x = x.with_columns(pl.col("_a").rank("ordinal").over(["channel", "step"]).alias("_k"))
+    sized = pl.col("bytes").is_not_null() & (pl.col("bytes") > 0)
+    shape = pl.when(sized).then(pl.format("{}|{}|{}", "op", "members", "bytes")).otherwise(
+        pl.format("{}|{}|step {}|#{}", "op", "members", "step", "_k"))
+    return x.with_columns(shape.alias("shape"), sized.alias("sized")).drop("_a", "_k")
+
 
 def intra_bandwidth_by_host(ctx: Context) -> pl.DataFrame:
-    """Per host: median ratio of its intra-node busbw to the other hosts' median for the same
-    (op, bytes, members); plus counts. Empty when fewer than two hosts run intra-node collectives."""
-    inst = ctx.d.instances.filter((pl.col("scope") == "intra") & (pl.col("members") > 1) & pl.col("busbw_gbps").is_not_null()
-                                  & (pl.col("bytes") > 0))
-    if inst.height == 0:
-        return pl.DataFrame(schema={"host": pl.String, "ratio": pl.Float64, "n": pl.UInt32, "busbw": pl.Float64, "peer_busbw": pl.Float64})
-    host_of_inst = ctx.d.members.group_by("instance_id").agg(pl.col("host").first())
-    x = inst.join(host_of_inst, on="instance_id").select("instance_id", "host", "op", "bytes", "members", "busbw_gbps", "transfer_ns")
-    if x["host"].n_unique() < 2:
-        return pl.DataFrame(schema={"host": pl.String, "ratio": pl.Float64, "n": pl.UInt32, "busbw": pl.Float64, "peer_busbw": pl.Float64})
-    per = x.group_by("host", "op", "bytes", "members").agg(pl.col("busbw_gbps").median().alias("bw"), pl.len().alias("n"))
+    """Per host: median ratio of its intra-node speed to the other hosts' median for the same
+    shape (bus bandwidth when sizes are known; inverse transfer time otherwise); plus counts and
+    bus bandwidths (null without sizes). Empty when fewer than two hosts run intra-node collectives."""
+    x = _intra_instances(ctx)
+    if x.height == 0 or x["host"].n_unique() < 2:
+        return pl.DataFrame(schema=_SCHEMA)
+    per = x.group_by("host", "shape").agg(pl.col("transfer_ns").median().alias("t"), pl.col("busbw_gbps").median().alias("bw"),
+                                          pl.len().alias("n"))
     rows = []
     for h in per["host"].unique().to_list():
         mine = per.filter(pl.col("host") == h)
-        peers = per.filter(pl.col("host") != h).group_by("op", "bytes", "members").agg(pl.col("bw").median().alias("peer_bw"))
-        j = mine.join(peers, on=["op", "bytes", "members"])
+        peers = per.filter(pl.col("host") != h).group_by("shape").agg(pl.col("t").median().alias("peer_t"),
+                                                                        pl.col("bw").median().alias("peer_bw"))
+        j = mine.join(peers, on="shape")
         if j.height == 0:
             continue
-        rows.append({"host": h, "ratio": float((j["bw"] / j["peer_bw"]).median()), "n": int(j["n"].sum()),
-                     "busbw": float(j["bw"].median()), "peer_busbw": float(j["peer_bw"].median())})
-    return pl.DataFrame(rows, schema={"host": pl.String, "ratio": pl.Float64, "n": pl.UInt32, "busbw": pl.Float64, "peer_busbw": pl.Float64})
+        bw, pbw = j["bw"].drop_nulls(), j["peer_bw"].drop_nulls()
+        rows.append({"host": h, "ratio": float((j["peer_t"] / j["t"]).median()), "n": int(j["n"].sum()),
+                     "busbw": float(bw.median()) if bw.len() else None, "peer_busbw": float(pbw.median()) if pbw.len() else None})
+    return pl.DataFrame(rows, schema=_SCHEMA)
 
 
 def intra_transfer_fix(ctx: Context, host: str) -> dict[int, float]:
@@ -40,10 +65,10 @@ def intra_transfer_fix(ctx: Context, host: str) -> dict[int, float]:
     tl = ctx.timeline
     if tl is None:
         return {}
-    inst = ctx.d.instances.filter((pl.col("scope") == "intra") & (pl.col("members") > 1))
-    host_of_inst = ctx.d.members.group_by("instance_id").agg(pl.col("host").first())
-    x = inst.join(host_of_inst, on="instance_id")
-    peers = x.filter(pl.col("host") != host).group_by("op", "bytes", "members").agg(pl.col("transfer_ns").median().alias("peer_t"))
-    mine = x.filter(pl.col("host") == host).join(peers, on=["op", "bytes", "members"])
+    x = _intra_instances(ctx)
+    if x.height == 0:
+        return {}
+    peers = x.filter(pl.col("host") != host).group_by("shape").agg(pl.col("transfer_ns").median().alias("peer_t"))
+    mine = x.filter(pl.col("host") == host).join(peers, on="shape")
     pos_of = {int(i): p for p, i in enumerate(tl.inst_ids.tolist())}
     return {pos_of[int(i)]: float(t) for i, t in zip(mine["instance_id"].to_list(), mine["peer_t"].to_list()) if int(i) in pos_of}

@@ -32,7 +32,7 @@ class IntermittentStraggler(Rule):
 
     Options:
         The culprits are chosen as for SYN001 (the few ranks whose what-if recovers most of the
-        waiting); they are intermittent when late in fewer than half of the steps.
+        waiting); they are intermittent when late in fewer than 70 % of the steps.
     """
 
     code = "SYN002"

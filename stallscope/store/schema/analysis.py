@@ -44,7 +44,7 @@ COLLECTIVE_INSTANCES = TableSpec(
         C("members", I32, "members found in the bundle"),
         C("hosts", I32, "distinct hosts among the members"),
         C("scope", STR, "intra (all members on one host) | inter"),
-        C("consistent", BOOL, "all members agree on op and size"),
+        C("consistent", BOOL, "all members agree on op (a send and its recv agree) and size"),
         C("first_arrival_ns", I64, "earliest member start (aligned)", "ns"),
         C("last_arrival_ns", I64, "latest member start (aligned): when everyone was there", "ns"),
         C("last_rank", I32, "the member that arrived last"),
@@ -75,6 +75,9 @@ COLLECTIVE_MEMBERS = TableSpec(
         C("ready_ns", I64, "when its inputs were ready: end of the computation launched before the host-side call "
                            "(the NCCL stream waits for it), aligned; null when unknown. arrival - ready is time spent "
                            "queued behind other collectives", "ns"),
+        C("gates_compute", BOOL, "this member's GPU computation waited for the collective: its next computation started "
+                                 "right at the end after the compute stream sat idle (FSDP all-gather, last gradient bucket, "
+                                 "tensor-parallel all-reduce)"),
     ),
     stage="analysis",
 )

@@ -1,0 +1,166 @@
+"""Fixtures for the rule tests: small generated jobs, each with one known cause, ingested once.
+
+Each fixture is a 2-4 host job written by ``stallscope.samples`` (which knows nothing about the
+rules) with its ground truth. A few are then altered the way real bundles go wrong: a rank's
+trace left out, a corrupt file added, GPUDirect RDMA absent from every host's NCCL log, traces
+of two different runs mixed in one bundle.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stallscope import api
+from stallscope.rules.context import Context
+from stallscope.rules.engine import postmortem
+from stallscope.rules.registry import RULES
+from stallscope.rules.base import Finding
+from stallscope.samples import generate
+from stallscope.store.queries import Store
+
+BASE: dict[str, Any] = dict(nodes=2, gpus=4, steps=5, detail="lean", noise="low", truncate=0, clock_offset_ms=30.0)
+
+#: name -> (scenario, seed, knobs); the seeds are fixed so every run sees the same jobs
+JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
+    "healthy": ("healthy", 11, dict(logs="all", parallelism="ddp", archive="dir")),
+    "healthy_tp": ("healthy", 12, dict(logs="all", parallelism="tp_dp")),
+    "imbalanced": ("healthy_imbalanced", 13, dict(logs="all")),
+    "socket_logs": ("socket_fallback", 14, dict(logs="all")),
+    "degraded_logs": ("degraded_nic", 16, dict(logs="all", severity="severe", nodes=3)),
+    "degraded_nologs": ("degraded_nic", 17, dict(logs="none", severity="severe", nodes=3)),
+    "compute": ("compute_straggler", 18, dict(logs="none", severity="moderate")),
+    "hoststall": ("host_stall_straggler", 19, dict(logs="none", severity="moderate")),
+    "intermittent": ("intermittent_straggler", 20, dict(logs="none", steps=8, severity="moderate")),
+    "jitter": ("jitter_amplification", 21, dict(logs="none", severity="moderate", steps=8)),
+    "p2p_logs": ("p2p_disabled_one_host", 22, dict(logs="all", parallelism="tp_dp")),
+    "p2p_nologs": ("p2p_disabled_one_host", 23, dict(logs="none", parallelism="tp_dp")),
+    "xsock_logs": ("cross_socket_nic_one_host", 24, dict(logs="all", graph_subsys=True, severity="moderate")),
+    "xsock_nologs": ("cross_socket_nic_one_host", 25, dict(logs="none", severity="moderate", nodes=3)),
+    "truncated": ("healthy", 26, dict(logs="none", truncate=1)),
+    "few_steps": ("healthy", 27, dict(logs="none", steps=2)),
+}
+
+
+@dataclass
+class Job:
+    name: str
+    truth: dict[str, Any]
+    store: Store
+    job: str
+    ctx: Context
+    raw: list[Finding]          #: every rule's findings before arbitration
+    doc: dict[str, Any]         #: the findings document (after arbitration)
+
+    def fired(self, *, raw: bool = False) -> dict[str, dict[str, Any]]:
+        """rule code -> finding (as in the findings document); ``raw``: before arbitration."""
+        fs = [f.as_dict() for f in self.raw] if raw else self.doc["findings"]
+        return {f["rule"]: f for f in fs}
+
+    def causes(self) -> set[str]:
+        """Rules reported (after arbitration), input-quality rules left out."""
+        return {f["rule"] for f in self.doc["findings"] if f["cause"] != "input"}
+
+
+def _ingest(name: str, bundle: Path, truth: dict[str, Any], root: Path) -> Job:
+    res = api.ingest([bundle], store=root / "store")
+    store = api.open_store(root / "store", job=res.job)
+    ctx = Context.build(store, res.job)
+    raw = [f for rule in RULES.values() for f in rule().check(ctx)]
+    doc = postmortem(store, res.job)
+    return Job(name, truth, store, res.job, ctx, raw, doc)
+
+
+def _generated(name: str, root: Path, alter: Callable[[Path, dict[str, Any]], None] | None = None,
+               **extra: Any) -> Job:
+    scenario, seed, knobs = JOBS[name] if name in JOBS else JOBS[extra.pop("like")]
+    gt = generate(scenario, out=root, seed=seed, **(BASE | knobs | extra))
+    truth = json.loads((gt.bundle_path.parent / "truth.json").read_text())
+    bundle = gt.bundle_path
+    if alter is not None:
+        if not bundle.is_dir():
+            raise AssertionError(f"{name}: alterations need a directory bundle")
+        alter(bundle, truth)
+    return _ingest(name, bundle, truth, root)
+
+
+# -- alterations: how real bundles go wrong ------------------------------------------------------
+
+
+def _drop_rank(rank: int) -> Callable[[Path, dict[str, Any]], None]:
+    def alter(bundle: Path, truth: dict[str, Any]) -> None:
+        (bundle / truth["bundle"]["traces"][str(rank)]).unlink()
+    return alter
+
+
+def _add_corrupt_file(bundle: Path, truth: dict[str, Any]) -> None:
+    (bundle / "rank9.pt.trace.json").write_text('{"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": ')
+    (bundle / "notes.bin").write_bytes(b"\x00\x01garbage")
+    # a gzip stream that is not gzip
+    (bundle / "rank10.pt.trace.json.gz").write_bytes(b"\x1f\x8bnot really gzip")
+
+
+def _no_gdr(bundle: Path, truth: dict[str, Any]) -> None:
+    """Every host's NCCL log as it reads without GPUDirect RDMA (nvidia-peermem not loaded)."""
+    for log in (f for files in truth["bundle"]["nccl_logs"].values() for f in files):
+        p = bundle / log
+        text = p.read_text()
+        text = text.replace("/GDRDMA", "")
+        text = re.sub(r"GPU Direct RDMA Enabled", "GPU Direct RDMA Disabled", text)
+        p.write_text(text)
+
+
+class Jobs:
+    """Lazily generated and ingested fixture jobs, shared by the whole session."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._jobs: dict[str, Job] = {}
+
+    def __getitem__(self, name: str) -> Job:
+        if name not in self._jobs:
+            d = self.root / name
+            d.mkdir(parents=True, exist_ok=True)
+            if name in JOBS:
+                self._jobs[name] = _generated(name, d)
+            elif name == "missing_rank":
+                self._jobs[name] = _generated(name, d, _drop_rank(5), like="healthy")
+            elif name == "corrupt_file":
+                self._jobs[name] = _generated(name, d, _add_corrupt_file, like="healthy")
+            elif name == "no_gdr":
+                self._jobs[name] = _generated(name, d, _no_gdr, like="healthy")
+            elif name == "mixed_runs":
+                self._jobs[name] = _mixed_runs(d)
+            else:
+                raise KeyError(name)
+        return self._jobs[name]
+
+
+def _mixed_runs(root: Path) -> Job:
+    """Host 0's traces from one run and host 1's from another run of the same job (a bundle
+    assembled from two attempts): nothing ties the two hosts' clocks together."""
+    scenario, seed, knobs = JOBS["healthy"]
+    a = generate(scenario, out=root / "a", seed=seed, **(BASE | knobs | dict(logs="none")))
+    b = generate(scenario, out=root / "b", seed=seed + 1000, **(BASE | knobs | dict(logs="none")))
+    ta = json.loads((a.bundle_path.parent / "truth.json").read_text())
+    tb = json.loads((b.bundle_path.parent / "truth.json").read_text())
+    bundle = root / "mixed"
+    bundle.mkdir()
+    g = ta["knobs"]["gpus"]
+    for r in range(2 * g):
+        t, src = (ta, a.bundle_path) if r < g else (tb, b.bundle_path)
+        f = src / t["bundle"]["traces"][str(r)]
+        shutil.copy(f, bundle / f"rank{r}.{f.name}")
+    return _ingest("mixed_runs", bundle, ta, root)
+
+
+@pytest.fixture(scope="session")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> Jobs:
+    return Jobs(tmp_path_factory.mktemp("rule-jobs"))
