@@ -154,11 +154,15 @@ class _Probes:
             self.results.update(probe_all(only=(name,)))
 
     def finish(self, grace: float) -> dict[str, Any]:
-        self.thread.join(timeout=grace)
+        why = f"still running {grace:g} s after the command ended; skipped"
+        try:
+            self.thread.join(timeout=grace)
+        except KeyboardInterrupt:  # Ctrl-C while waiting: finish the manifest without them
+            why = "interrupted while waiting for it; skipped"
         out = dict(self.results)
         for name in self.names:
             out.setdefault(name, {"status": "failed", "command": name, "seconds": None, "raw": None, "parsed": None,
-                                  "error": f"still running {grace:g} s after the command ended; skipped"})
+                                  "error": why})
         return out
 
 
@@ -204,12 +208,15 @@ def run_collect(command: Sequence[str], *, out: str | Path | None = None, topolo
         "command": command, "launcher": guess_launcher(command), "cwd": os.getcwd(), "host": host, "pid": os.getpid(),
         "started_at": iso, "started_at_ns": ns, "ended_at": None, "ended_at_ns": None, "duration_s": None,
         "exit_code": None, "signal": None, "error": None, "world_size": None,
-        "nccl": {"debug_file": env.get("NCCL_DEBUG_FILE"), "logs_in_bundle": env.get("NCCL_DEBUG_FILE", "").startswith(str(bundle)),
+        "nccl": {"debug_file": env.get("NCCL_DEBUG_FILE"), "logs_in_bundle": env.get("NCCL_DEBUG_FILE", "").startswith(str(bundle) + os.sep),
                  "set_by_collect": [n for n in set_by_collect if n.startswith("NCCL_")]},
         "notes": notes, "versions": _collect_versions(),
         "env": mf.mask_env(env, set_by_collect=set_by_collect), "ranks": [], "topology": {},
     }
-    path = mf.claim_manifest(bundle, doc)
+    path, earlier = mf.claim_manifest(bundle, doc)
+    if earlier is not None:
+        notes.append(f"{bundle} already held the bundle of an earlier run ({earlier}); its files stay and will be ingested "
+                     "with this run's: use a new --out per run")
     probes = _Probes() if topology else None
     if probes is not None:
         probes.thread.start()
@@ -217,20 +224,16 @@ def run_collect(command: Sequence[str], *, out: str | Path | None = None, topolo
         on_start(bundle)
 
     received: list[int] = []
+    unsent: list[int] = []  # arrived before the command existed
     child: subprocess.Popen[bytes] | None = None
-    try:
-        child = subprocess.Popen(command, env=env)
-    except OSError as exc:
-        code = 127 if isinstance(exc, FileNotFoundError) else 126
-        doc["error"] = f"{command[0]}: {'command not found' if code == 127 else exc.strerror or exc}"
-        _finish(bundle, path, doc, probes, probe_grace_s, exit_code=code, status="not_started", sig=None)
-        err = CollectError(doc["error"])
-        err.exit_code = code
-        raise err from None
 
     def forward(signum: int, frame: Any) -> None:
         received.append(signum)
-        if child is not None and child.poll() is None and not _terminal_sent(signum):
+        if _terminal_sent(signum):
+            return
+        if child is None:
+            unsent.append(signum)
+        elif child.poll() is None:
             try:
                 child.send_signal(signum)
             except ProcessLookupError:
@@ -241,6 +244,17 @@ def run_collect(command: Sequence[str], *, out: str | Path | None = None, topolo
         for s in _FORWARDED:
             previous[s] = signal.signal(s, forward)
     try:
+        try:
+            child = subprocess.Popen(command, env=env)
+        except OSError as exc:
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            doc["error"] = f"{command[0]}: {'command not found' if code == 127 else exc.strerror or exc}"
+            _finish(bundle, path, doc, probes, probe_grace_s, exit_code=code, status="not_started", sig=None)
+            err = CollectError(doc["error"])
+            err.exit_code = code
+            raise err from None
+        if unsent:
+            child.send_signal(unsent[0])
         rc = child.wait()
     finally:
         for s, h in previous.items():

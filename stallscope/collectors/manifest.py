@@ -152,25 +152,27 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and isinstance(doc.get(MARKER), dict) else None
 
 
-def claim_manifest(bundle: Path, doc: dict[str, Any]) -> Path:
+def claim_manifest(bundle: Path, doc: dict[str, Any]) -> tuple[Path, str | None]:
     """Create this collect's manifest file: ``manifest.json``, unless another collect (another
-    node's, sharing the bundle) already holds that name; then ``manifest-<host>-<pid>.json``."""
+    node's, sharing the bundle) is running and holds that name; then ``manifest-<host>-<pid>.json``.
+
+    Returns (path, collect id of an earlier *finished* run whose manifest was replaced, or None).
+    """
     bundle.mkdir(parents=True, exist_ok=True)
     main = bundle / MANIFEST_NAME
     try:
         fd = os.open(main, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         other = read_manifest(main)
-        if other is None or other.get("collect_id") == doc.get("collect_id") or other.get("status") != "running":
-            # a leftover of an earlier, finished collect into the same directory: replaced
-            write_json_atomic(main, doc)
-            return main
-        path = bundle / f"manifest-{doc.get('host')}-{doc.get('pid')}.json"
-        write_json_atomic(path, doc)
-        return path
+        if other is not None and other.get("status") == "running" and other.get("collect_id") != doc.get("collect_id"):
+            path = bundle / f"manifest-{doc.get('host')}-{doc.get('pid')}.json"
+            write_json_atomic(path, doc)
+            return path, None
+        write_json_atomic(main, doc)  # a leftover of an earlier run into the same directory
+        return main, (str(other.get("collect_id")) if other is not None else None)
     os.close(fd)
     write_json_atomic(main, doc)
-    return main
+    return main, None
 
 
 def merge_ranks(bundle: Path, doc: dict[str, Any], *, collect_id: str | None) -> list[Path]:

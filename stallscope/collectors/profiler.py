@@ -97,8 +97,11 @@ class Profiler:
     def start(self) -> Profiler:
         if not self.enabled:
             return self
-        import torch
-        from torch.profiler import ProfilerActivity, schedule
+        try:
+            import torch
+            from torch.profiler import ProfilerActivity, schedule
+        except ImportError as exc:
+            raise CollectError(f"stallscope.collectors.profile needs PyTorch ({exc})") from None
 
         try:
             (self.bundle / mf.TRACES_DIR).mkdir(parents=True, exist_ok=True)
@@ -127,8 +130,9 @@ class Profiler:
 
     def step(self) -> None:
         """Mark the end of a training step (advances the profiler schedule)."""
-        if self._prof is not None:
-            self._prof.step()
+        if self._prof is None:
+            return
+        self._prof.step()
         self.steps += 1
         if self.steps == 1:
             self._write_record()  # by now the process group and the CUDA device are usually set up
@@ -178,9 +182,15 @@ class Profiler:
 
         final = self.bundle / mf.TRACES_DIR / f"{name}.{time.time_ns() // 1_000_000}.pt.trace.json.gz"
         tmp = final.parent / f".tmp-{final.name}"
-        prof.export_chrome_trace(str(tmp))
-        os.replace(tmp, final)
-        self.traces.append(final.relative_to(self.bundle).as_posix())
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            prof.export_chrome_trace(str(tmp))
+            os.replace(tmp, final)
+        except Exception as exc:  # noqa: BLE001 - a lost trace must not stop the training job
+            tmp.unlink(missing_ok=True)
+            self._record["export_error"] = f"{type(exc).__name__}: {exc}"
+        else:
+            self.traces.append(final.relative_to(self.bundle).as_posix())
         self._write_record()
 
     def _probe_topology(self) -> None:

@@ -161,5 +161,4 @@ def parse_manifest(path: str, *, label: str, out: PartWriter) -> dict[str, Any]:
                                         + (f" ({row['signal']})" if row["signal"] else "")})
     for name, rows in (("manifest_ranks", ranks), ("manifest_env", env), ("manifest_topology", topo)):
         out.write(name, pa.Table.from_pylist(rows) if rows else table_spec(name).empty())
-    return {"kind": kind, "rows": 1 + len(ranks) + len(env) + len(topo) if kind != "rank" else len(ranks) + len(env) + len(topo),
-            "warnings": warnings}
+    return {"kind": kind, "rows": (kind != "rank") + len(ranks) + len(env) + len(topo), "warnings": warnings}

@@ -77,9 +77,9 @@ def test_merge_takes_this_collects_ranks_and_host_topology(tmp_path: Path) -> No
 
 
 def test_second_collect_on_a_shared_bundle_gets_its_own_manifest(tmp_path: Path) -> None:
-    first = mf.claim_manifest(tmp_path, {mf.MARKER: mf.header("bundle"), "collect_id": "c-1", "status": "running", "host": "a", "pid": 1})
-    second = mf.claim_manifest(tmp_path, {mf.MARKER: mf.header("bundle"), "collect_id": "c-2", "status": "running", "host": "b", "pid": 2})
+    first, _ = mf.claim_manifest(tmp_path, {mf.MARKER: mf.header("bundle"), "collect_id": "c-1", "status": "running", "host": "a", "pid": 1})
+    second, _ = mf.claim_manifest(tmp_path, {mf.MARKER: mf.header("bundle"), "collect_id": "c-2", "status": "running", "host": "b", "pid": 2})
     assert first.name == "manifest.json" and second.name == "manifest-b-2.json"
     mf.write_json_atomic(first, {mf.MARKER: mf.header("bundle"), "collect_id": "c-1", "status": "ok"})
-    third = mf.claim_manifest(tmp_path, {mf.MARKER: mf.header("bundle"), "collect_id": "c-3", "status": "running", "host": "a", "pid": 3})
-    assert third.name == "manifest.json"  # a finished earlier collect's manifest is replaced
+    third, earlier = mf.claim_manifest(tmp_path, {mf.MARKER: mf.header("bundle"), "collect_id": "c-3", "status": "running", "host": "a", "pid": 3})
+    assert third.name == "manifest.json" and earlier == "c-1"  # a finished earlier collect's manifest is replaced
