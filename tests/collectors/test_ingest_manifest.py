@@ -119,3 +119,21 @@ def test_bad_manifest_is_a_warning_not_a_failure(bundle: Path, store: Path) -> N
     s = open_store(store, job=res.job)
     assert s.sql("SELECT count(*) FROM ranks").item() == 2
     assert s.sql("SELECT code FROM ingest_warnings WHERE file = 'manifest.json'").item() == "bad_manifest"
+
+
+def test_the_queries_in_docs_collect_md_run(bundle: Path, store: Path) -> None:
+    from stallscope.collectors.topology import parse_nvidia_smi_q
+
+    doc = _manifest()
+    doc["topology"]["node-a"]["nvidia_smi_q"] = {"status": "ok", "parsed": parse_nvidia_smi_q((FIX / "nvidia_smi_q.txt").read_text())}
+    doc["ranks"][1]["env"] = [{"name": "NCCL_DEBUG", "value": "WARN"}]
+    mf.write_json_atomic(bundle / "manifest.json", doc)
+    res = ingest([bundle], store=store, workers=1, analyze=False)
+    s = open_store(store, job=res.job)
+    text = (Path(__file__).parents[2] / "docs" / "collect.md").read_text()
+    block = text[text.index("```sql") + 6:text.index("```", text.index("```sql") + 6)]
+    queries = ["\n".join(ln for ln in q.splitlines() if not ln.startswith("--")) for q in block.split(";") if q.strip()]
+    results = [s.sql(q) for q in queries]
+    assert [r.height for r in results] == [2, 1, 1]
+    assert results[1]["bus_id"].to_list() == ["00000000:2A:00.0"]  # the GPU whose link trained down
+    assert results[2]["name"].to_list() == ["NCCL_DEBUG"]
