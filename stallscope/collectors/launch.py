@@ -241,8 +241,8 @@ def run_collect(command: Sequence[str], *, out: str | Path | None = None, topolo
 
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        for s in _FORWARDED:
-            previous[s] = signal.signal(s, forward)
+        for forwarded in _FORWARDED:
+            previous[forwarded] = signal.signal(forwarded, forward)
     try:
         try:
             child = subprocess.Popen(command, env=env)
@@ -257,8 +257,8 @@ def run_collect(command: Sequence[str], *, out: str | Path | None = None, topolo
             child.send_signal(unsent[0])
         rc = child.wait()
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        for signum, h in previous.items():
+            signal.signal(signum, h)
     exit_code = 128 - rc if rc < 0 else rc
     died_of = signal.Signals(-rc).name if rc < 0 else None
     interrupted = bool(received) or (died_of in ("SIGINT", "SIGTERM", "SIGHUP"))

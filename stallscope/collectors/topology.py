@@ -282,7 +282,7 @@ def read_infiniband(root: Path = Path("/sys/class/infiniband")) -> tuple[str, di
     for dev in sorted(root.iterdir()):
         numa = _read(dev / "device" / "numa_node")
         for port in sorted((dev / "ports").glob("*"), key=lambda p: int(p.name) if p.name.isdigit() else 0):
-            rec = {"device": dev.name, "port": int(port.name) if port.name.isdigit() else None,
+            rec: dict[str, Any] = {"device": dev.name, "port": int(port.name) if port.name.isdigit() else None,
                    "rate": _read(port / "rate"), "state": _read(port / "state"),
                    "phys_state": _read(port / "phys_state"), "link_layer": _read(port / "link_layer"),
                    "numa_node": int(numa) if numa and numa.lstrip("-").isdigit() else None}

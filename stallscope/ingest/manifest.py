@@ -71,8 +71,12 @@ def _read(path: str, label: str) -> dict[str, Any]:
     return doc
 
 
+def _obj(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
 def _rank_row(r: dict[str, Any], label: str, collect_id: str | None) -> dict[str, Any]:
-    v = r.get("versions") if isinstance(r.get("versions"), dict) else {}
+    v = _obj(r.get("versions"))
     return {
         "rank": _int(r.get("rank")), "world_size": _int(r.get("world_size")), "local_rank": _int(r.get("local_rank")),
         "local_world_size": _int(r.get("local_world_size")), "node_rank": _int(r.get("node_rank")),
@@ -99,7 +103,7 @@ def _env_rows(env: Any, *, rank: int | None, host: str | None, label: str) -> li
 
 
 def _topology_rows(host: str | None, probes: Any, label: str) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     if not isinstance(probes, dict):
         return rows
     for name, p in probes.items():
@@ -129,10 +133,10 @@ def parse_manifest(path: str, *, label: str, out: PartWriter) -> dict[str, Any]:
             warnings.append({"file": label, "rank": _int(doc.get("rank")), "code": "profiler_unfinished",
                              "message": f"{label}: rank {doc.get('rank')} never stopped its profiler (process killed?)"})
     else:
-        v = doc.get("versions") if isinstance(doc.get("versions"), dict) else {}
-        nccl = doc.get("nccl") if isinstance(doc.get("nccl"), dict) else {}
+        v = _obj(doc.get("versions"))
+        nccl = _obj(doc.get("nccl"))
         rank_docs = [r for r in doc.get("ranks") or [] if isinstance(r, dict)]
-        row = {
+        row: dict[str, Any] = {
             "collect_id": collect_id, "job_id": _str(doc.get("job_id")), "status": _str(doc.get("status")),
             "command": _json(doc.get("command")), "launcher": _str(doc.get("launcher")), "host": _str(doc.get("host")),
             "cwd": _str(doc.get("cwd")), "started_at_ns": _int(doc.get("started_at_ns")), "ended_at_ns": _int(doc.get("ended_at_ns")),
@@ -149,8 +153,7 @@ def parse_manifest(path: str, *, label: str, out: PartWriter) -> dict[str, Any]:
         for r in rank_docs:
             ranks.append(_rank_row(r, label, collect_id))
             env += _env_rows(r.get("env"), rank=_int(r.get("rank")), host=_str(r.get("host")), label=label)
-        topology = doc.get("topology") if isinstance(doc.get("topology"), dict) else {}
-        for host, probes in topology.items():
+        for host, probes in _obj(doc.get("topology")).items():
             topo += _topology_rows(_str(host), probes, label)
         if row["status"] == "running":
             warnings.append({"file": label, "code": "collect_unfinished",

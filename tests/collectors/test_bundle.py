@@ -12,7 +12,7 @@ import pytest
 from stallscope.api import ingest
 from stallscope.collectors.bundle import pack
 from stallscope.errors import UsageError
-from tests.collectors.conftest import stallscope
+from tests.collectors.cli_helpers import stallscope
 from tests.conftest import TRACES
 
 

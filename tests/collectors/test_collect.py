@@ -14,7 +14,7 @@ import pytest
 
 from stallscope.collectors import manifest as mf
 from stallscope.collectors.launch import child_env, guess_launcher
-from tests.collectors.conftest import cli_env, stallscope
+from tests.collectors.cli_helpers import cli_env, stallscope
 
 DUMP_ENV = "import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], 'w')); sys.exit(int(sys.argv[2]))"
 

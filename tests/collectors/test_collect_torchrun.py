@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from stallscope.api import ingest, open_store, postmortem
-from tests.collectors.conftest import ROOT, cli_env, stallscope
+from tests.collectors.cli_helpers import ROOT, cli_env, stallscope
 
 JOB = ROOT / "tests" / "collectors" / "gloo_job.py"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]

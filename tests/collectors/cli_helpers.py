@@ -1,4 +1,5 @@
-"""Helpers for the collector tests: run the real ``stallscope`` CLI in a child process."""
+"""Helpers for the collector tests: run the real ``stallscope`` CLI in a child process (a module, not a
+conftest, so tests import it by name)."""
 
 from __future__ import annotations
 
