@@ -107,3 +107,41 @@ def test_child_env_respects_user_values() -> None:
 ])
 def test_guess_launcher(cmd: list[str], want: str) -> None:
     assert guess_launcher(cmd) == want
+
+
+def test_ctrl_c_in_a_terminal(tmp_path: Path) -> None:
+    """Ctrl-C sends SIGINT to the terminal's foreground process group, the command included: the
+    command handles it and exits, collect waits for it and completes the manifest. (Whether a
+    second SIGINT would reach the command cannot be observed reliably: pending signals merge.)"""
+    import pty
+    import select
+
+    b, started, count = tmp_path / "b", tmp_path / "started", tmp_path / "count"
+    script = (f"import pathlib, signal, time\nn = []\nsignal.signal(signal.SIGINT, lambda *a: n.append(1))\n"
+              f"pathlib.Path({str(started)!r}).write_text('1')\nt = time.time()\nwhile not n and time.time() - t < 30: time.sleep(0.01)\n"
+              f"time.sleep(1.0)\npathlib.Path({str(count)!r}).write_text(str(len(n)))\n")
+    pid, fd = pty.fork()
+    if pid == 0:  # session leader on a new terminal, in its foreground process group
+        os.execvpe(sys.executable, [sys.executable, "-m", "stallscope", "collect", "--out", str(b), "--no-topology", "-q", "--",
+                                    sys.executable, "-c", script], cli_env())
+    try:
+        t0 = time.monotonic()
+        while not started.exists() and time.monotonic() - t0 < 30:
+            time.sleep(0.05)
+        os.killpg(pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 30:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if select.select([fd], [], [], 0.05)[0]:
+                try:
+                    os.read(fd, 1 << 16)  # keep the terminal drained
+                except OSError:
+                    pass
+    finally:
+        os.close(fd)
+    assert int(count.read_text()) >= 1
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    m = _manifest(b)
+    assert (m["status"], m["signal"], m["exit_code"]) == ("interrupted", "SIGINT", 0)
