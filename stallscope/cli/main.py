@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "rules": ("stallscope.cli.rules", "rules", "List the attribution rules or show one rule's documentation."),
     "compress": ("stallscope.cli.compress", "compress", "Evaluate HQP model-compression candidates from profiler traces."),
     "export": ("stallscope.cli.export", "export", "Export a job (merged Perfetto timeline on aligned clocks)."),
+    "collect": ("stallscope.cli.collect", "collect", "Run a training command so that it leaves a complete trace bundle."),
+    "bundle": ("stallscope.cli.bundle", "bundle", "Work with trace bundles (pack a directory into one .tar.gz)."),
 }
 
 
