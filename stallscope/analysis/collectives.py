@@ -93,6 +93,9 @@ def match_rows(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         return rows
     relabel: dict[tuple[str, int], str] = {}
     for (channel,), grp in anon.group_by("channel"):
+        sizes = grp["group_size"].drop_nulls()
+        if sizes.len() == grp.height and sizes.n_unique() == 1 and int(sizes[0]) == grp["rank"].n_unique():
+            continue  # every row says its group has exactly the channel's ranks: one group, nothing to split
         tol = CPU_COHERENT_END_NS if channel == "cpu" else COHERENT_END_NS
         groups = _coherent_groups(grp, tol, max(tol, SAME_HOST_END_NS))
         if len(groups) > 1:

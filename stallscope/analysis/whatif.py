@@ -108,6 +108,8 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
         (pl.col("arrival_ns") >= pl.col("_s")) & (pl.col("arrival_ns") <= pl.col("_e")))
     full = m.group_by("instance_id").agg(pl.len().alias("_n")).filter(pl.col("_n") > 1)
     m = m.join(full.select("instance_id"), on="instance_id")
+    if m.height == 0:
+        return None  # no synchronization with two members inside the profiled spans
     m = m.with_columns(pl.col("arrival_ns").max().over("instance_id").alias("_last"))
     m = m.sort(["_last", "instance_id", "rank"]).with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
     # anchor: the rank's row with the latest end <= arrival (+ tolerance), not itself

@@ -103,6 +103,9 @@ def sniff(path: Path) -> str:
             return "corrupt_gzip" if f.read(2) == GZIP_MAGIC else "empty"
     stripped = data.lstrip(b" \t\r\n\xef\xbb\xbf")
     if stripped[:1] == b"{":
+        # the manifest names itself first; its recorded command line may mention anything
+        if re.match(rb'\{\s*"stallscope_manifest"', stripped):
+            return "manifest"
         if b'"traceEvents"' in data:
             return "kineto"
         if b'"stallscope_manifest"' in data:

@@ -334,6 +334,15 @@ def _rewrite_rank(staging: Path, part: str, rank: int) -> None:
 
 def _attach_hosts(writer: JobWriter, rank_rows: list[dict[str, Any]]) -> None:
     """Fill unknown hosts from NCCL logs (by pid, then by rank) and the manifest (by rank)."""
+    man = list(writer.staging.glob("table=manifest_ranks/*.parquet"))
+    man_host: dict[int, tuple[str | None, int | None]] = {}
+    if man:
+        for row in pa.concat_tables([pq.read_table(p) for p in man]).to_pylist():
+            if row.get("rank") is not None:
+                man_host[int(row["rank"])] = (row.get("host"), row.get("local_rank"))
+    for r in rank_rows:  # the collector's record of the local rank, whatever names the host
+        if r["rank"] in man_host and man_host[r["rank"]][1] is not None:
+            r["local_rank"] = man_host[r["rank"]][1]
     missing = [r for r in rank_rows if not r.get("host")]
     if not missing:
         return
@@ -354,16 +363,8 @@ def _attach_hosts(writer: JobWriter, rank_rows: list[dict[str, Any]]) -> None:
                 world = max((r.get("world_size") or 0) for r in rank_rows) or len(rank_rows)
                 if row["nranks"] == world:
                     by_rank.setdefault(int(row["rank"]), host)
-    man = list(writer.staging.glob("table=manifest_ranks/*.parquet"))
-    man_host: dict[int, tuple[str | None, int | None]] = {}
-    if man:
-        for row in pa.concat_tables([pq.read_table(p) for p in man]).to_pylist():
-            if row.get("rank") is not None:
-                man_host[int(row["rank"])] = (row.get("host"), row.get("local_rank"))
     dir_host = _directory_hosts(rank_rows)
     for r in rank_rows:
-        if r["rank"] in man_host and man_host[r["rank"]][1] is not None:
-            r["local_rank"] = man_host[r["rank"]][1]
         if r.get("host"):
             continue
         if r.get("pid") is not None and r["pid"] in by_pid:
