@@ -228,8 +228,9 @@ def lost_fraction_between(base: float, new: float, makespan: float) -> float:
 def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> float:
     """Lost fraction if ``culprit_ranks`` behaved like their median peer: each of their gaps
     shrinks to the median gap of non-culprit ranks of the same role at the same step and ordinal
-    (for a role all of whose ranks are culprits: of the other ranks at the same step and ordinal
-    doing the same op; else to the median of the other members of a synchronous collective);
+    (for a role all of whose ranks are culprits, in a job without pipeline stages: of the other
+    ranks at the same step and ordinal doing the same op; else to the median of the other members
+    of a synchronous collective);
     their tails likewise."""
     cul_set = {int(r) for r in culprit_ranks}
     cul = np.isin(tl.ranks, list(cul_set))
@@ -239,14 +240,20 @@ def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> flo
     peer = ch.filter(~pl.col("cul")).group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("peer"))
     # a role whose every rank is a culprit (a whole host's tensor-parallel or shard group): the
     # ranks of other roles at the same point of the step doing the same op (their own groups)
-    alike = ch.filter(~pl.col("cul")).group_by("step", "ordinal", "op").agg(pl.col("gap").median().alias("alike"))
+    # (from at least two other groups: the minimum of a gap and one other group's is biased low)
+    alike = (ch.filter(~pl.col("cul")).group_by("step", "ordinal", "op")
+             .agg(pl.col("gap").median().alias("alike"), pl.col("role").n_unique().alias("_roles"))
+             .filter(pl.col("_roles") >= 2).drop("_roles"))
     others = ch.filter(~pl.col("cul")).group_by("pos").agg(pl.col("gap").median().alias("mpeer"))
     sync = pl.DataFrame({"pos": np.arange(tl.n_instances, dtype=np.uint32), "sync": tl.synchronous},
                         schema={"pos": ch.schema["pos"], "sync": pl.Boolean})
     x = (ch.join(peer, on=["role", "step", "ordinal"], how="left").join(alike, on=["step", "ordinal", "op"], how="left")
          .join(others, on="pos", how="left").join(sync, on="pos", how="left"))
     role_has_peers = pl.col("rank").filter(~pl.col("cul")).n_unique().over("role") > 0
-    ref = pl.coalesce(pl.col("peer"), pl.when(~role_has_peers).then(pl.col("alike")), pl.when(pl.col("sync")).then(pl.col("mpeer")))
+    # pipeline stages do different work by design: another stage is no peer
+    symmetric = not bool(tl.attrs["op"].is_in(["send", "recv", "sendrecv"]).any())
+    ref = pl.coalesce(pl.col("peer"), pl.when(~role_has_peers & pl.lit(symmetric)).then(pl.col("alike")),
+                      pl.when(pl.col("sync")).then(pl.col("mpeer")))
     x = x.with_columns(pl.when(pl.col("cul") & ref.is_not_null()).then(pl.min_horizontal(pl.col("gap"), ref))
                        .otherwise(pl.col("gap")).alias("new")).sort("row")
     new_gaps = x["new"].to_numpy().astype(np.float64)

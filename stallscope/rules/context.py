@@ -223,7 +223,11 @@ class Context:
                     host_best, host_lost = h, lh
         late_steps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(chosen)) if chosen else []
         persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps) if chosen else False
-        if host_best is not None and host_lost >= 1.25 * set_lost and host_lost >= 0.01:
+        # a host-level fault slows its ranks alike: no minority of them explains half of it (a
+        # straggler inside a host-synchronized group holds the others up: it alone explains most)
+        minority = bool(chosen) and host_best is not None and len(chosen) <= 0.5 * len(self.d.ranks_of(host_best))
+        if (host_best is not None and host_lost >= 1.25 * set_lost and host_lost >= 0.01 and host_lost >= 0.6 * jit
+                and not (minority and set_lost >= 0.5 * host_lost)):
             hranks = self.d.ranks_of(host_best)
             hsteps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(hranks))
             return SyncVerdict("host", hranks, host_best, host_lost, jit, hsteps, len(hsteps) >= PERSISTENT_SHARE * self.n_steps)
