@@ -10,7 +10,10 @@ Altair and vl-convert load only when a report is rendered.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stallscope.store.queries import Store
 
 Format = Literal["md", "html"]
 ImageMode = Literal["auto", "files", "inline", "none"]
@@ -28,7 +31,8 @@ def render(doc: dict[str, Any], *, fmt: Format, store: str | Path | None = None,
 
     if fmt not in ("md", "html"):
         raise UsageError(f"unknown report format {fmt!r} (md or html)")
-    data, built = None, []
+    data: Any = None
+    built: list[tuple[Any, Any]] = []
     if charts:
         data, built = job_charts(doc, store=store)
     store_arg = None if store is None else str(store)
@@ -42,13 +46,16 @@ def render(doc: dict[str, Any], *, fmt: Format, store: str | Path | None = None,
     return md_report(doc, built, data, images=mode, out=out, store=store_arg)
 
 
-def job_charts(doc: dict[str, Any], *, store: str | Path | None = None) -> tuple[Any, list[tuple[Any, Any]]]:
-    """The report tables and the built charts for the job of ``doc``."""
+def job_charts(doc: dict[str, Any], *, store: "str | Path | Store | None" = None) -> tuple[Any, list[tuple[Any, Any]]]:
+    """The report tables and the built charts for the job of ``doc`` (``store``: a path, or an
+    open :class:`~stallscope.store.queries.Store` restricted to that job, which is reused)."""
     from stallscope.api import open_store
     from stallscope.report.charts import build_all
     from stallscope.report.data import collect
+    from stallscope.store.queries import Store
 
-    s = open_store(store, job=doc["job"]["id"])
+    job = doc["job"]["id"]
+    s = store if isinstance(store, Store) and store.job == job else open_store(store.root if isinstance(store, Store) else store, job=job)
     data = collect(s, doc)
     return data, build_all(data)
 

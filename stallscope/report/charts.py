@@ -72,13 +72,13 @@ def _scale(kinds: list[str]) -> Any:
     return alt.Scale(domain=kinds, range=[PALETTE.get(k, "#999999") for k in kinds])
 
 
-def _rank_order(df: pl.DataFrame) -> pl.DataFrame:
-    """Add ``label`` ('host · rank N') and ``order`` (by host, then rank) for sorted rank axes."""
+def _rank_order(df: pl.DataFrame, culprits: list[int] | None = None) -> pl.DataFrame:
+    """Add ``label`` ('host · rank N', '… (culprit)' for the verdict's ranks) and ``order`` (by
+    host, then rank) for sorted rank axes."""
     keys = df.select("host", "rank").unique().sort("host", "rank").with_row_index("order")
-    out = df.join(keys, on=["host", "rank"], how="left")
-    if "label" not in out.columns:
-        out = out.with_columns(pl.format("{} · rank {}", pl.col("host"), pl.col("rank")).alias("label"))
-    return out
+    out = df.drop("label", strict=False).join(keys, on=["host", "rank"], how="left")
+    mark = pl.when(pl.col("rank").is_in(culprits or [])).then(pl.lit(" (culprit)")).otherwise(pl.lit(""))
+    return out.with_columns(pl.format("{} · rank {}{}", pl.col("host"), pl.col("rank"), mark).alias("label"))
 
 
 def _rank_axis_height(n: int) -> Any:
@@ -86,13 +86,15 @@ def _rank_axis_height(n: int) -> Any:
 
 
 # -- builders -----------------------------------------------------------------------------------
-def heatmap(heat: pl.DataFrame) -> Any:
+def heatmap(heat: pl.DataFrame, culprits: list[int] | None = None) -> Any:
     """Rank × step heatmap; a drop-down chooses the metric (default: late arrival)."""
     if heat.height == 0:
         return None
     alt = _alt()
-    df = _rank_order(heat).select("rank", "host", "label", "order", "step", *[pl.col(c).round(3) for c in HEAT_METRICS])
-    n = df["rank"].n_unique()
+    n = heat["rank"].n_unique()
+    df = _rank_order(heat, culprits).select("rank", "host", "label", "order", "step", *[pl.col(c).round(2) for c in HEAT_METRICS])
+    if n > 64:  # no room for rank labels: the tooltip names rank and host; keep the data small
+        df = df.drop("label")
     metric = alt.param(name="metric", value=HEAT_METRICS["late_ms"],
                        bind=alt.binding_select(options=list(HEAT_METRICS.values()), name="colour by "))
     labels = [f"datum['{c}']" for c in HEAT_METRICS]
@@ -100,8 +102,8 @@ def heatmap(heat: pl.DataFrame) -> Any:
     big = n > 64
     return (alt.Chart(df).mark_rect().encode(
         x=alt.X("step:O", title="profiler step"),
-        y=alt.Y("label:N", sort=alt.EncodingSortField("order"), title="rank (grouped by host)",
-                axis=alt.Axis(labels=not big, ticks=not big)),
+        y=(alt.Y("order:O", title=f"{n} ranks (grouped by host)", axis=alt.Axis(labels=False, ticks=False)) if big else
+           alt.Y("label:N", sort=alt.EncodingSortField("order"), title="rank (grouped by host)")),
         color=alt.Color("value:Q", title="ms", scale=alt.Scale(scheme="orangered")),
         tooltip=[alt.Tooltip("rank:Q"), alt.Tooltip("host:N"), alt.Tooltip("step:O"),
                  *[alt.Tooltip(f"{c}:Q", title=lab, format=".2f") for c, lab in HEAT_METRICS.items()]],
@@ -109,7 +111,7 @@ def heatmap(heat: pl.DataFrame) -> Any:
         .properties(width=min(WIDTH, max(360, 40 * df["step"].n_unique())), height=_rank_axis_height(n)))
 
 
-def breakdown(bd: pl.DataFrame, hosts: pl.DataFrame) -> Any:
+def breakdown(bd: pl.DataFrame, hosts: pl.DataFrame, culprits: list[int] | None = None) -> Any:
     """Stacked bars of each rank's step (mean ms per step), grouped by host; host averages on top."""
     if bd.height == 0:
         return None
@@ -117,7 +119,7 @@ def breakdown(bd: pl.DataFrame, hosts: pl.DataFrame) -> Any:
     kinds = [k for k in PALETTE if k in set(bd["component"].to_list())]
     color = alt.Color("component:N", scale=_scale(kinds), title=None, legend=alt.Legend(orient="top"))
     tip = [alt.Tooltip("component:N"), alt.Tooltip("ms_per_step:Q", title="ms per step", format=".2f")]
-    df = _rank_order(bd)
+    df = _rank_order(bd, culprits)
     ranks = alt.Chart(df).mark_bar().encode(
         x=alt.X("ms_per_step:Q", stack="zero", title="ms per step (mean over steps)"),
         y=alt.Y("label:N", sort=alt.EncodingSortField("order"), title=None),
@@ -163,12 +165,12 @@ def bandwidth(bw: pl.DataFrame) -> Any:
     return alt.layer(bars, p10, expected, text).properties(width=WIDTH, height={"step": 26})
 
 
-def timeline(tl: pl.DataFrame, step: int | None) -> Any:
+def timeline(tl: pl.DataFrame, step: int | None, culprits: list[int] | None = None) -> Any:
     """The worst step across ranks: computation lane and collectives lane per rank."""
     if tl.height == 0:
         return None
     alt = _alt()
-    df = _rank_order(tl).with_columns(
+    df = _rank_order(tl, culprits).with_columns(
         pl.when(pl.col("kind") == "compute").then(pl.lit("compute")).otherwise(pl.lit("collectives")).alias("lane"),
         (pl.col("end_ms") - pl.col("start_ms")).round(4).alias("dur_ms"))
     kinds = [k for k in ("compute", "waiting for peers", "moving bytes") if k in set(df["kind"].to_list())]
@@ -181,7 +183,7 @@ def timeline(tl: pl.DataFrame, step: int | None) -> Any:
         color=alt.Color("kind:N", scale=_scale(kinds), title=None, legend=alt.Legend(orient="top")),
         tooltip=[alt.Tooltip("rank:Q"), alt.Tooltip("host:N"), alt.Tooltip("kind:N"),
                  alt.Tooltip("start_ms:Q", format=".3f"), alt.Tooltip("end_ms:Q", format=".3f"), alt.Tooltip("dur_ms:Q", title="ms", format=".3f")],
-    ).properties(width=WIDTH, height={"step": 30 if n <= 64 else 10})
+    ).properties(width=WIDTH, height={"step": 30 if n <= 16 else 18})
 
 
 def clusters(cl: pl.DataFrame) -> Any:
@@ -221,16 +223,69 @@ def step_times(st: pl.DataFrame) -> Any:
     ).properties(width=min(WIDTH, max(240, 40 * st.height)), height=180)
 
 
+# -- diff charts (from the diff document of report.diff) -------------------------------------------
+_SIDES = ["base", "new"]
+_SIDE_COLORS = ["#9ecae9", "#4c78a8"]
+
+
+def diff_step_times(d: dict[str, Any]) -> Any:
+    """Step time of the i-th profiled step, base vs new."""
+    rows = [{"index": s["index"], "job": side, "ms": s[f"{side}_ms"]} for s in d["steps"] for side in _SIDES if s[f"{side}_ms"] is not None]
+    if not rows:
+        return None
+    alt = _alt()
+    return alt.Chart(pl.DataFrame(rows)).mark_line(point=True).encode(
+        x=alt.X("index:O", title="profiled step (i-th)"), y=alt.Y("ms:Q", title="step time (ms, slowest rank)", scale=alt.Scale(zero=False)),
+        color=alt.Color("job:N", scale=alt.Scale(domain=_SIDES, range=_SIDE_COLORS), title=None, legend=alt.Legend(orient="top")),
+        tooltip=["index:O", "job:N", alt.Tooltip("ms:Q", format=".2f")],
+    ).properties(width=min(WIDTH, max(240, 40 * len(d["steps"]))), height=200)
+
+
+def diff_breakdown(d: dict[str, Any]) -> Any:
+    """Mean ms per rank and step of each stall component, base vs new (grouped bars)."""
+    rows = [{"component": t["component"], "job": side, "ms": t[side]} for t in d["breakdown"]["totals"]
+            if t["component"] != "step" for side in _SIDES if t[side] is not None]
+    if not rows:
+        return None
+    alt = _alt()
+    order = [t["component"] for t in d["breakdown"]["totals"] if t["component"] != "step"]
+    return alt.Chart(pl.DataFrame(rows)).mark_bar().encode(
+        y=alt.Y("component:N", sort=order, title=None), yOffset=alt.YOffset("job:N", sort=_SIDES),
+        x=alt.X("ms:Q", title="ms per rank and step (mean)"),
+        color=alt.Color("job:N", scale=alt.Scale(domain=_SIDES, range=_SIDE_COLORS), title=None, legend=alt.Legend(orient="top")),
+        tooltip=["component:N", "job:N", alt.Tooltip("ms:Q", format=".2f")],
+    ).properties(width=WIDTH, height={"step": 34})
+
+
+def diff_bandwidth(d: dict[str, Any]) -> Any:
+    """Median bus bandwidth per collective shape, base vs new (grouped bars)."""
+    from stallscope.report.data import human_bytes
+
+    rows = []
+    for c in d["collectives"][:20]:
+        label = f"{c['op']} {human_bytes(c['bytes'])} · {c['scope']} · {c['members']} ranks"
+        rows += [{"collective": label, "job": side, "gbps": c["busbw_gbps"][side]} for side in _SIDES if c["busbw_gbps"][side] is not None]
+    if not rows:
+        return None
+    alt = _alt()
+    return alt.Chart(pl.DataFrame(rows)).mark_bar().encode(
+        y=alt.Y("collective:N", title=None, sort=None), yOffset=alt.YOffset("job:N", sort=_SIDES),
+        x=alt.X("gbps:Q", title="bus bandwidth (GB/s, median)"),
+        color=alt.Color("job:N", scale=alt.Scale(domain=_SIDES, range=_SIDE_COLORS), title=None, legend=alt.Legend(orient="top")),
+        tooltip=["collective:N", "job:N", alt.Tooltip("gbps:Q", format=".2f")],
+    ).properties(width=WIDTH, height={"step": 34})
+
+
 #: the report's charts, in reading order
 CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec("heatmap", "Rank × step",
               "Late arrival at synchronous collectives per rank and step (in the HTML report a drop-down picks another metric). "
               "A straggler is a hot row, a slow host a hot block of rows, jitter a speckle with no pattern.",
-              lambda d: heatmap(d.heatmap)),
+              lambda d: heatmap(d.heatmap, d.culprits)),
     ChartSpec("breakdown", "Where each rank's step went",
               "Mean ms per step by component, per host and per rank. Victims of a straggler show long waiting or "
               "exposed communication; the straggler shows more compute or host stall instead.",
-              lambda d: breakdown(d.breakdown, d.host_breakdown)),
+              lambda d: breakdown(d.breakdown, d.host_breakdown, d.culprits)),
     ChartSpec("bandwidth", "Collective bus bandwidth",
               "Median bus bandwidth (nccl-tests convention) per collective and group, once every member had arrived. "
               "Black tick: what it should get (inter-node: NCCL's topology or NICs; intra-node: the other hosts' median).",
@@ -238,7 +293,7 @@ CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec("timeline", "The slowest step, across ranks",
               "Per rank, computation on the upper lane and collectives on the lower one (red: waiting for late peers, "
               "purple: moving bytes), on clocks aligned across hosts.",
-              lambda d: timeline(d.timeline, d.worst_step)),
+              lambda d: timeline(d.timeline, d.worst_step, d.culprits)),
     ChartSpec("clusters", "Rank clusters",
               "Each rank by its own work and its time in collectives; colours are the groups the clustering "
               "(HDBSCAN over robust-scaled stall features) set apart from the normal ranks.",

@@ -38,6 +38,8 @@ MAX_RANKS = 48
 #: the heatmap keeps at most this many ranks and the last MAX_STEPS steps
 MAX_HEATMAP_RANKS = 256
 MAX_STEPS = 60
+#: the cluster chart names this many outlier groups (farthest first); the rest share one colour
+MAX_CLUSTER_GROUPS = 6
 #: intervals of one rank and kind closer than this share of the step are merged in the timeline
 MERGE_GAP_SHARE = 1 / 400
 
@@ -66,6 +68,8 @@ class ReportData:
     step_times: pl.DataFrame
     #: what was left out or could not be computed, one sentence each
     notes: list[str] = field(default_factory=list)
+    #: ranks the verdict blames (marked in per-rank charts)
+    culprits: list[int] = field(default_factory=list)
 
 
 def collect(store: Store, doc: dict[str, Any], *, max_ranks: int = MAX_RANKS) -> ReportData:
@@ -92,7 +96,16 @@ def collect(store: Store, doc: dict[str, Any], *, max_ranks: int = MAX_RANKS) ->
     return ReportData(
         job=job, heatmap=heat, breakdown=breakdown_table(store, focus), host_breakdown=host_breakdown_table(store),
         bandwidth=bandwidth_table(store, ctx, notes), timeline=timeline_table(store, worst, focus) if worst is not None else _empty_timeline(),
-        worst_step=worst, clusters=clusters_table(ctx, notes), step_times=st, notes=notes)
+        worst_step=worst, clusters=clusters_table(ctx, notes), step_times=st, notes=notes, culprits=verdict_ranks(doc))
+
+
+def verdict_ranks(doc: dict[str, Any]) -> list[int]:
+    """The ranks the verdict (first finding of medium severity or more) blames, when it names a few."""
+    from stallscope.report.verdict import SIGNIFICANT
+
+    main = [f for f in doc.get("findings", []) if f["severity"] in SIGNIFICANT]
+    ranks = list(main[0].get("ranks") or []) if main else []
+    return ranks if 0 < len(ranks) <= 16 and len(ranks) < doc["job"].get("world_size", 0) else []
 
 
 def _context(store: Store, job: str, notes: list[str]) -> Any:
@@ -293,8 +306,8 @@ def timeline_table(store: Store, step: int, ranks: list[int]) -> pl.DataFrame:
     win = store.sql(f"SELECT rank, host, timeline, start_ns, end_ns FROM step_breakdown WHERE step = {int(step)} AND rank IN ({rank_list})")
     if win.height == 0:
         return _empty_timeline()
-    t0 = int(win["start_ns"].min())
-    span = max(int(win["end_ns"].max()) - t0, 1)
+    t0 = int(win.select(pl.col("start_ns").min()).item())
+    span = max(int(win.select(pl.col("end_ns").max()).item()) - t0, 1)
     parts = [
         # GPU computation (GPU timelines)
         f"""SELECT k.rank, 'compute' AS kind, k.ts_aligned_ns AS s, k.ts_aligned_ns + k.dur_ns AS e
@@ -354,10 +367,13 @@ def clusters_table(ctx: Any, notes: list[str]) -> pl.DataFrame:
         notes.append(f"rank clusters unavailable: {str(exc).splitlines()[0][:160]}")
         return empty
     label: dict[int, str] = {}
-    for i, c in enumerate(groups, start=1):
-        what = f"rank {c.ranks[0]}" if len(c.ranks) == 1 else f"ranks {rank_ranges(c.ranks)}"
-        where = f"all of {', '.join(c.whole_hosts)}" if c.whole_hosts else ", ".join(c.hosts)
-        name = f"{'outliers' if c.label < 0 else 'group'} {i}: {what} ({where})"
+    for i, c in enumerate(groups, start=1):  # farthest from the normal ranks first
+        if i > MAX_CLUSTER_GROUPS:
+            name = f"{len(groups) - MAX_CLUSTER_GROUPS} groups closer to normal"
+        else:
+            what = f"rank {c.ranks[0]}" if len(c.ranks) == 1 else f"ranks {rank_ranges(c.ranks)}"
+            where = f"all of {', '.join(c.whole_hosts)}" if c.whole_hosts else ", ".join(c.hosts[:4]) + ("…" if len(c.hosts) > 4 else "")
+            name = f"{'outliers' if c.label < 0 else 'group'} {i}: {what} ({where})"
         for r in c.ranks:
             label[int(r)] = name
     return vec.with_columns(
