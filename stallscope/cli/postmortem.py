@@ -41,6 +41,10 @@ def postmortem(path_or_job: str, store: str | None, fmt: str, out: str | None, f
     """
     from stallscope.api import postmortem as run
 
+    if fmt == "md" and images == "files" and not out:
+        from stallscope.errors import UsageError
+
+        raise UsageError("--images files writes PNGs beside the report: give --out FILE (or --images inline|none)")
     doc = run(path_or_job, store=resolved_store(store), workers=workers)
     if fmt == "json":
         text = json.dumps(doc, indent=2) + "\n"

@@ -219,6 +219,8 @@ def bandwidth_table(store: Store, ctx: Any, notes: list[str]) -> pl.DataFrame:
         notes.append("every collective is under 1 MiB (latency-bound): bandwidth is shown for small messages")
         big = inst
     if big.height == 0:
+        notes.append("no collective has both a known message size and a transfer time (older profiler traces do not "
+                     "record sizes): no bandwidth chart")
         return pl.DataFrame(schema={"op": pl.String, "scope": pl.String, "group": pl.String, "transport": pl.String,
                                     "members": pl.Int32, "bytes": pl.Int64, "label": pl.String, "instances": pl.UInt32,
                                     "busbw_gbps": pl.Float64, "busbw_p10_gbps": pl.Float64, "expected_gbps": pl.Float64,
