@@ -59,6 +59,8 @@ class ChartSpec:
     title: str
     caption: str
     build: Callable[["ReportData"], Any]
+    #: said under the caption in the HTML report only (interactions)
+    html_hint: str = ""
 
 
 def _alt() -> Any:
@@ -146,6 +148,7 @@ def bandwidth(bw: pl.DataFrame) -> Any:
     alt = _alt()
     df = bw.with_columns(pl.when(pl.col("scope") == "inter").then(pl.lit("inter-node")).otherwise(pl.lit("intra-node")).alias("scope_label"),
                          pl.col("bytes").cast(pl.Float64).alias("bytes_f"))
+    scopes = [x for x in ("inter-node", "intra-node") if x in set(df["scope_label"].to_list())]
     y = alt.Y("label:N", sort=alt.EncodingSortField("transfer_ms_total", op="max", order="descending"), title=None)
     tip = [alt.Tooltip("op:N"), alt.Tooltip("group:N"), alt.Tooltip("transport:N", title="transport (NCCL logs)"),
            alt.Tooltip("members:Q"), alt.Tooltip("bytes_f:Q", title="bytes", format=",.0f"), alt.Tooltip("instances:Q"),
@@ -156,13 +159,14 @@ def bandwidth(bw: pl.DataFrame) -> Any:
     base = alt.Chart(df).encode(y=y, tooltip=tip)
     bars = base.mark_bar().encode(
         x=alt.X("busbw_gbps:Q", title="bus bandwidth (GB/s, median; grey tick: p10; black tick: expected)"),
-        color=alt.Color("scope_label:N", title=None, scale=alt.Scale(domain=["inter-node", "intra-node"], range=["#b279a2", "#72b7b2"]),
+        color=alt.Color("scope_label:N", title=None, scale=alt.Scale(domain=scopes, range=[{"inter-node": "#b279a2", "intra-node": "#72b7b2"}[x] for x in scopes]),
                         legend=alt.Legend(orient="top")))
     p10 = base.mark_tick(color="#555555", thickness=2).encode(x="busbw_p10_gbps:Q")
     expected = base.mark_tick(color="black", thickness=3, size=22).encode(x="expected_gbps:Q")
     text = base.mark_text(align="left", dx=4, fontSize=11).encode(
         x="busbw_gbps:Q", text=alt.Text("busbw_gbps:Q", format=".1f"))
-    return alt.layer(bars, p10, expected, text).properties(width=WIDTH, height={"step": 26})
+    layers = [bars, p10, text] + ([expected] if df["expected_gbps"].is_not_null().any() else [])
+    return alt.layer(*layers).properties(width=WIDTH, height={"step": 26})
 
 
 def timeline(tl: pl.DataFrame, step: int | None, culprits: list[int] | None = None) -> Any:
@@ -279,16 +283,17 @@ def diff_bandwidth(d: dict[str, Any]) -> Any:
 #: the report's charts, in reading order
 CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec("heatmap", "Rank × step",
-              "Late arrival at synchronous collectives per rank and step (in the HTML report a drop-down picks another metric). "
+              "Late arrival at synchronous collectives per rank and step. "
               "A straggler is a hot row, a slow host a hot block of rows, jitter a speckle with no pattern.",
-              lambda d: heatmap(d.heatmap, d.culprits)),
+              lambda d: heatmap(d.heatmap, d.culprits),
+              "The drop-down under the chart colours it by waiting, step time, compute or host stall instead; hover for values."),
     ChartSpec("breakdown", "Where each rank's step went",
               "Mean ms per step by component, per host and per rank. Victims of a straggler show long waiting or "
               "exposed communication; the straggler shows more compute or host stall instead.",
               lambda d: breakdown(d.breakdown, d.host_breakdown, d.culprits)),
     ChartSpec("bandwidth", "Collective bus bandwidth",
               "Median bus bandwidth (nccl-tests convention) per collective and group, once every member had arrived. "
-              "Black tick: what it should get (inter-node: NCCL's topology or NICs; intra-node: the other hosts' median).",
+              "Black tick: what it should get (inter-node: NCCL's topology or NICs; intra-node: what the hosts achieve).",
               lambda d: bandwidth(d.bandwidth)),
     ChartSpec("timeline", "The slowest step, across ranks",
               "Per rank, computation on the upper lane and collectives on the lower one (red: waiting for late peers, "

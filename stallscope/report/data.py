@@ -205,8 +205,9 @@ def bandwidth_table(store: Store, ctx: Any, notes: list[str]) -> pl.DataFrame:
     A group is ``inter-node`` for collectives spanning hosts, else the host the members share.
     Expected bandwidth: for inter-node collectives the attribution's expectation (NCCL's graph
     bandwidth or the NICs it listed, shared among concurrent groups: ``expected_basis`` says
-    which); for intra-node collectives the median of the *other* hosts for the same shape (a host
-    whose intra-node bandwidth falls below its peers' is the locality signature).
+    which); for intra-node collectives what the hosts achieve for the same shape (a host
+    whose intra-node bandwidth falls below its peers' is the locality signature): the median over
+    hosts from three hosts on, else the better of the two.
     """
     inst = store.sql("""
         SELECT i.instance_id, i.op, i.scope, i.members, i.bytes, i.busbw_gbps, i.transfer_ns,
@@ -234,18 +235,23 @@ def bandwidth_table(store: Store, ctx: Any, notes: list[str]) -> pl.DataFrame:
         pl.lit(None, dtype=pl.Float64).alias("expected_gbps"), pl.lit(None, dtype=pl.String).alias("expected_basis"))
     agg = agg.with_columns(pl.when(pl.col("scope") == "inter").then(pl.col("expected_gbps")).alias("expected_gbps"),
                            pl.when(pl.col("scope") == "inter").then(pl.col("expected_basis")).alias("expected_basis"))
-    # intra-node: the other hosts' median for the same shape
+    # intra-node: what the hosts achieve for the same shape (median over hosts from three on,
+    # else the best of the two): a host far below it is the locality signature
     intra = agg.filter(pl.col("scope") == "intra").select(*keys, "busbw_gbps")
     if intra.height and intra["group"].n_unique() > 1:
-        pairs = intra.join(intra, on=["op", "members", "bytes"], suffix="_peer").filter(pl.col("group") != pl.col("group_peer"))
-        peer = pairs.group_by(keys).agg(pl.col("busbw_gbps_peer").median().alias("_peer"))
-        agg = agg.join(peer, on=keys, how="left").with_columns(
-            pl.coalesce("expected_gbps", "_peer").alias("expected_gbps"),
-            pl.when(pl.col("_peer").is_not_null() & (pl.col("scope") == "intra")).then(pl.lit("other hosts' median"))
-            .otherwise(pl.col("expected_basis")).alias("expected_basis")).drop("_peer")
+        ref = intra.group_by("op", "members", "bytes").agg(
+            pl.len().alias("_hosts"), pl.col("busbw_gbps").median().alias("_med"), pl.col("busbw_gbps").max().alias("_max"))
+        ref = ref.filter(pl.col("_hosts") > 1).with_columns(
+            pl.when(pl.col("_hosts") >= 3).then(pl.col("_med")).otherwise(pl.col("_max")).alias("_peer"),
+            pl.when(pl.col("_hosts") >= 3).then(pl.lit("median over hosts")).otherwise(pl.lit("best host")).alias("_basis"))
+        agg = agg.join(ref.select("op", "members", "bytes", "_peer", "_basis"), on=["op", "members", "bytes"], how="left").with_columns(
+            pl.when(pl.col("scope") == "intra").then(pl.col("_peer")).otherwise(pl.col("expected_gbps")).alias("expected_gbps"),
+            pl.when(pl.col("scope") == "intra").then(pl.col("_basis")).otherwise(pl.col("expected_basis")).alias("expected_basis"),
+        ).drop("_peer", "_basis")
     agg = agg.join(_transports(store), on="group", how="left").with_columns(pl.col("transport").fill_null(""))
-    agg = agg.with_columns(pl.format("{} {} · {}", pl.col("op"), pl.col("bytes").map_elements(human_bytes, return_dtype=pl.String),
-                                     pl.col("group")).alias("label"))
+    agg = agg.with_columns(pl.format("{} {} · {}{}", pl.col("op"), pl.col("bytes").map_elements(human_bytes, return_dtype=pl.String),
+                                     pl.col("group"), pl.when(pl.col("transport") != "").then(pl.format(" ({})", pl.col("transport")))
+                                     .otherwise(pl.lit(""))).alias("label"))
     # the collectives that cost the most transfer time first; at most 24 rows
     out = agg.sort("transfer_ms_total", descending=True)
     if out.height > 24:
@@ -361,7 +367,9 @@ def clusters_table(ctx: Any, notes: list[str]) -> pl.DataFrame:
         return empty
     try:
         feats = ctx.features
-        if feats.height == 0 or ctx.step_ms <= 0:
+        if feats.height < 3 or ctx.step_ms <= 0:
+            if 0 < feats.height < 3:
+                notes.append("rank clusters need at least 3 ranks: no cluster chart")
             return empty
         vec = rank_vectors(feats, ctx.step_ms)
         groups = ctx.clusters

@@ -46,10 +46,11 @@ def page(title: str, body: str, specs: dict[str, dict[str, Any]]) -> str:
                           vegalite_version=vlc.get_vegalite_versions()[-1])
 
 
-def chart_block(name: str, title: str, caption: str) -> str:
+def chart_block(name: str, title: str, caption: str, hint: str = "") -> str:
     """A chart section: heading, how to read it, and the element vega-embed draws into."""
+    text = html.escape(caption + (" " + hint if hint else ""))
     return (f'<section class="chart" id="{name}"><h3>{html.escape(title)}</h3>'
-            f'<p class="caption">{html.escape(caption)}</p><div id="chart-{name}"></div></section>')
+            f'<p class="caption">{text}</p><div id="chart-{name}"></div></section>')
 
 
 def sev_badge(sev: str) -> str:
@@ -80,7 +81,7 @@ def render_postmortem(doc: dict[str, Any], charts: list[tuple[Any, Any]], *, not
         parts.append("<h2>Charts</h2>")
         for spec, chart in charts:
             specs[spec.name] = to_vegalite(chart)
-            parts.append(chart_block(spec.name, spec.title, spec.caption))
+            parts.append(chart_block(spec.name, spec.title, spec.caption, spec.html_hint))
     if notes:
         parts.append('<p class="note">' + "<br>".join(e(n) for n in notes) + "</p>")
     if doc.get("warnings"):
