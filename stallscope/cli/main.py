@@ -25,11 +25,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sql": ("stallscope.cli.sql", "sql", "Run a SQL query over the store's views."),
     "tables": ("stallscope.cli.sql", "tables", "List tables and views with their documentation."),
     "postmortem": ("stallscope.cli.postmortem", "postmortem", "Explain why a job was slow: findings with evidence."),
+    "diff": ("stallscope.cli.diff", "diff", "Compare two jobs: step time, breakdown, bandwidth, findings."),
     "rules": ("stallscope.cli.rules", "rules", "List the attribution rules or show one rule's documentation."),
     "compress": ("stallscope.cli.compress", "compress", "Evaluate HQP model-compression candidates from profiler traces."),
     "export": ("stallscope.cli.export", "export", "Export a job (merged Perfetto timeline on aligned clocks)."),
     "collect": ("stallscope.cli.collect", "collect", "Run a training command so that it leaves a complete trace bundle."),
     "bundle": ("stallscope.cli.bundle", "bundle", "Work with trace bundles (pack a directory into one .tar.gz)."),
+    "demo": ("stallscope.cli.demo", "demo", "Run the whole pipeline on a bundled sample job and write its report."),
 }
 
 

@@ -20,9 +20,12 @@ FAIL_LEVELS = ("critical", "high", "medium", "never")
 @click.option("--out", "out", type=click.Path(dir_okay=False, writable=True), default=None, help="Write the report to FILE.")
 @click.option("--fail-on", "fail_on", type=click.Choice(FAIL_LEVELS), default="never", show_default=True,
               help="Exit 1 when a finding is at or above this severity.")
+@click.option("--images", "images", type=click.Choice(("auto", "files", "inline", "none")), default="auto", show_default=True,
+              help="md charts: files (PNG beside --out), inline (data: URIs), none; auto = files with --out, else none.")
 @click.option("--workers", type=click.IntRange(1, 256), default=None, help="Parallel parsers when a bundle is ingested first.")
 @quiet_option
-def postmortem(path_or_job: str, store: str | None, fmt: str, out: str | None, fail_on: str, workers: int | None, quiet: bool) -> None:
+def postmortem(path_or_job: str, store: str | None, fmt: str, out: str | None, fail_on: str, images: str, workers: int | None,
+               quiet: bool) -> None:
     """Explain why a job was slow: the causes, the culprit ranks and hosts, the time each cost,
     and the SQL evidence behind every finding.
 
@@ -31,9 +34,17 @@ def postmortem(path_or_job: str, store: str | None, fmt: str, out: str | None, f
     --fail-on, 2 usage or input error.
 
     Example: stallscope postmortem bundle.tar.gz --format json --fail-on high
+
+    Example: stallscope postmortem bundle.tar.gz --format md --out report.md  (PNG charts beside it)
+
+    Example: stallscope postmortem JOB_ID --format html --out report.html  (one offline file)
     """
     from stallscope.api import postmortem as run
 
+    if fmt == "md" and images == "files" and not out:
+        from stallscope.errors import UsageError
+
+        raise UsageError("--images files writes PNGs beside the report: give --out FILE (or --images inline|none)")
     doc = run(path_or_job, store=resolved_store(store), workers=workers)
     if fmt == "json":
         text = json.dumps(doc, indent=2) + "\n"
@@ -42,8 +53,11 @@ def postmortem(path_or_job: str, store: str | None, fmt: str, out: str | None, f
     else:
         from stallscope.report import render
 
-        text = render(doc, fmt=fmt, store=resolved_store(store), out=out)
+        text = render(doc, fmt=fmt, store=resolved_store(store), out=out, images=images)  # type: ignore[arg-type]
     if out:
+        from pathlib import Path
+
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
         with open(out, "w") as f:
             f.write(text)
         if not quiet:
