@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -105,3 +106,13 @@ def main(argv: list[str] | None = None) -> Any:
     except StallscopeError as exc:
         click.echo(f"stallscope: error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except Exception as exc:  # a bug of ours: one line and exit 3; STALLSCOPE_DEBUG=1 shows the traceback
+        if os.environ.get("STALLSCOPE_DEBUG"):
+            raise
+        where = exc.__traceback__
+        while where is not None and where.tb_next is not None:
+            where = where.tb_next
+        at = f" at {Path(where.tb_frame.f_code.co_filename).name}:{where.tb_lineno}" if where else ""
+        click.echo(f"stallscope: internal error: {type(exc).__name__}: {exc}{at} "
+                   "(please report it; STALLSCOPE_DEBUG=1 shows the traceback)", err=True)
+        sys.exit(3)

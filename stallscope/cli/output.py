@@ -67,12 +67,14 @@ def _cell(v: object) -> str:
 def _rich_table(df: "pl.DataFrame", *, title: str | None) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=title, show_lines=False, header_style="bold")
     for c in df.columns:
-        table.add_column(c, overflow="fold")
+        table.add_column(Text(c), overflow="fold")
     for row in df.head(TABLE_ROWS).iter_rows():
-        table.add_row(*[_cell(v) for v in row])
+        # Text, not str: cell values are data, never rich markup ("[/CI]" in a doc string must print)
+        table.add_row(*[Text(_cell(v)) for v in row])
     console = Console()
     console.print(table)
     if df.height > TABLE_ROWS:

@@ -82,3 +82,11 @@ def test_help_is_fast_and_light() -> None:
             "print('HEAVY', heavy)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "HEAVY []" in r.stdout, r.stdout + r.stderr
+
+
+def test_table_output_prints_brackets_as_data(loaded: Path) -> None:
+    """Cell values are data, never rich markup: doc strings and values with `[/X]` print as they are."""
+    r = ss("tables", "--store", str(loaded))
+    assert r.returncode == 0 and "Traceback" not in r.stderr and "nccl_env" in r.stdout
+    r = ss("sql", "SELECT '[/CI] [bold]x' AS s", "--store", str(loaded))
+    assert r.returncode == 0 and "[/CI] [bold]x" in r.stdout
