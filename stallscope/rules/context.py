@@ -62,6 +62,8 @@ class SyncVerdict:
     jitter_lost: float
     late_steps: list[int]
     persistent: bool
+    #: the competing explanations' what-if gains: chosen ranks, their gain, best host, its gain
+    alternatives: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -221,24 +223,64 @@ class Context:
                 lh = self.lost_if_like_peers(ranks) or 0.0
                 if lh > host_lost:
                     host_best, host_lost = h, lh
+        alt = {"chosen": sorted(chosen), "chosen_lost": set_lost, "host": host_best, "host_lost": host_lost}
+        none.alternatives = alt
         late_steps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(chosen)) if chosen else []
         persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps) if chosen else False
         # a host-level fault slows its ranks alike: no minority of them explains half of it (a
         # straggler inside a host-synchronized group holds the others up: it alone explains most)
         minority = bool(chosen) and host_best is not None and len(chosen) <= 0.5 * len(self.d.ranks_of(host_best))
+        inside = self._straggler_inside(host_best) if host_best is not None else []
+        if inside and not (set(inside) <= set(chosen)):
+            inside_lost = self.lost_if_like_peers(inside) or 0.0
+            if inside_lost >= 0.01:
+                chosen, set_lost = inside, inside_lost
+                alt.update(chosen=sorted(chosen), chosen_lost=set_lost)
+                late_steps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(chosen))
+                persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
+        alt["inside"] = inside
         if (host_best is not None and host_lost >= 1.25 * set_lost and host_lost >= 0.01 and host_lost >= 0.6 * jit
-                and not (minority and set_lost >= 0.5 * host_lost)):
+                and not (minority and set_lost >= 0.5 * host_lost) and not (inside and set(inside) <= set(chosen))):
             hranks = self.d.ranks_of(host_best)
             hsteps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(hranks))
-            return SyncVerdict("host", hranks, host_best, host_lost, jit, hsteps, len(hsteps) >= PERSISTENT_SHARE * self.n_steps)
+            return SyncVerdict("host", hranks, host_best, host_lost, jit, hsteps, len(hsteps) >= PERSISTENT_SHARE * self.n_steps, alt)
         if chosen and set_lost >= 0.01 and set_lost >= 0.5 * jit and not self._takes_turns(chosen):
             host = self.whole_host_of(chosen)
             if host is not None:
-                return SyncVerdict("host", self.d.ranks_of(host), host, max(set_lost, host_lost), jit, late_steps, persistent)
-            return SyncVerdict("straggler", sorted(chosen), None, set_lost, jit, late_steps, persistent)
+                return SyncVerdict("host", self.d.ranks_of(host), host, max(set_lost, host_lost), jit, late_steps, persistent, alt)
+            return SyncVerdict("straggler", sorted(chosen), None, set_lost, jit, late_steps, persistent, alt)
         if jit >= 0.01:
-            return SyncVerdict("jitter", self.d.ranks["rank"].to_list(), None, jit, jit, sorted(ls.per_step), True)
+            return SyncVerdict("jitter", self.d.ranks["rank"].to_list(), None, jit, jit, sorted(ls.per_step), True, alt)
         return none
+
+    def _straggler_inside(self, host: str) -> list[int]:
+        """A straggler inside a host-synchronized group (tensor-parallel, shard group): at the
+        host's own intra-node synchronous collectives one rank is the last arriver, holding the
+        others up (≥ 60 % of the exclusive blame there, in every step or only some), and that
+        waiting stands out against the other hosts' intra-node groups (≥ 3× what the most-blamed
+        rank of another host accumulates, median over hosts) and is material (≥ 1 % of the rank's
+        time). Then the host's ranks are late at inter-node collectives because they waited for
+        it: it, not the host, is the culprit. A host-level fault slows its ranks alike and leaves
+        no such rank."""
+        if self.blame.height == 0 or self.step_ms <= 0:
+            return []
+        intra = self.d.instances.filter(pl.col("scope") == "intra").select("instance_id")
+        bl = self.blame.join(intra, on="instance_id")
+        mine = bl.filter(pl.col("host") == host)
+        if mine.height < 3:
+            return []
+        per = mine.group_by("rank").agg(pl.col("blame_ns").sum().alias("b"), pl.len().alias("n")).sort("b", descending=True)
+        total = float(per["b"].sum())
+        top, top_b = int(per["rank"][0]), float(per["b"][0])
+        if total <= 0 or top_b < 0.6 * total:
+            return []
+        # what the most-blamed rank of another host accumulates (noise makes someone last every time)
+        others = (bl.filter(pl.col("host") != host).group_by("host", "rank").agg(pl.col("blame_ns").sum())
+                  .group_by("host").agg(pl.col("blame_ns").max())["blame_ns"])
+        if others.len() and top_b < 3.0 * float(others.median() or 0.0):
+            return []
+        rank_time = self.step_ms * 1e6 * max(1, self.n_steps)
+        return [top] if top_b >= 0.01 * rank_time else []
 
     def _takes_turns(self, chosen: list[int]) -> bool:
         """Jitter, not stragglers: in the steps where no chosen rank was late, other ranks (at

@@ -37,6 +37,10 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     "degraded_logs": ("degraded_nic", 16, dict(logs="all", severity="severe", nodes=3)),
     "degraded_nologs": ("degraded_nic", 17, dict(logs="none", severity="severe", nodes=3)),
     "compute": ("compute_straggler", 18, dict(logs="none", severity="moderate")),
+    # a straggler inside a tensor-parallel group: its whole host arrives late at the data-parallel
+    # all-reduce because its TP peers waited for it
+    "compute_tp": ("compute_straggler", 32, dict(logs="none", severity="subtle", parallelism="tp_dp", nodes=4, gpus=8,
+                                                 detail="sparse", noise="medium", drift=True, steps=8)),
     "hoststall": ("host_stall_straggler", 19, dict(logs="none", severity="moderate")),
     "intermittent": ("intermittent_straggler", 20, dict(logs="none", steps=8, severity="moderate")),
     "jitter": ("jitter_amplification", 21, dict(logs="none", severity="moderate", steps=8)),
@@ -81,6 +85,7 @@ def _ingest(name: str, bundle: Path, truth: dict[str, Any], root: Path) -> Job:
 def _generated(name: str, root: Path, alter: Callable[[Path, dict[str, Any]], None] | None = None,
                **extra: Any) -> Job:
     scenario, seed, knobs = JOBS[name] if name in JOBS else JOBS[extra.pop("like")]
+    seed = extra.pop("seed", seed)
     gt = generate(scenario, out=root, seed=seed, **(BASE | knobs | extra))
     truth = json.loads((gt.bundle_path.parent / "truth.json").read_text())
     bundle = gt.bundle_path
@@ -117,6 +122,29 @@ def _no_gdr(bundle: Path, truth: dict[str, Any]) -> None:
         p.write_text(text)
 
 
+def _manifest_ports(degraded: bool) -> Callable[[Path, dict[str, Any]], None]:
+    """Add the collector's manifest with its ``/sys/class/infiniband`` probe per host: every port
+    ACTIVE at the job's link rate; on the culprit host of a degraded NIC, one port trained down to
+    the planted share of the rate (NCCL spreads channels evenly, so the host's NICs carry that share)."""
+    def alter(bundle: Path, truth: dict[str, Any]) -> None:
+        net = truth["job"]["network"]
+        culprits = set(truth["culprit_hosts"]) if degraded else set()
+        slow_factor = truth["faults"][0]["bandwidth_factor"] if degraded else 1.0
+        topo = {}
+        for host in truth["job"]["hosts"]:
+            ports = []
+            for i in range(net["nics_per_host"]):
+                rate = net["link_gbps"] * (slow_factor if host in culprits and i == 0 else 1.0)
+                ports.append({"device": f"mlx5_{i}", "port": 1, "rate": f"{rate:g} Gb/sec (4X)", "rate_gbps": rate,
+                              "state": "4: ACTIVE", "phys_state": "5: LinkUp", "link_layer": "InfiniBand", "numa_node": 0})
+            topo[host] = {"infiniband": {"status": "ok", "command": "read /sys/class/infiniband", "seconds": 0.01,
+                                         "raw": "", "parsed": {"ports": ports}}}
+        doc = {"stallscope_manifest": {"version": 1, "kind": "bundle"}, "job_id": truth["name"], "status": "ok",
+               "world_size": truth["job"]["world_size"], "topology": topo}
+        (bundle / "manifest.json").write_text(json.dumps(doc))
+    return alter
+
+
 class Jobs:
     """Lazily generated and ingested fixture jobs, shared by the whole session."""
 
@@ -136,6 +164,11 @@ class Jobs:
                 self._jobs[name] = _generated(name, d, _add_corrupt_file, like="healthy")
             elif name == "no_gdr":
                 self._jobs[name] = _generated(name, d, _no_gdr, like="healthy")
+            elif name == "degraded_manifest":
+                self._jobs[name] = _generated(name, d, _manifest_ports(True), like="degraded_nologs", severity="moderate",
+                                              archive="dir", seed=29)
+            elif name == "healthy_manifest":
+                self._jobs[name] = _generated(name, d, _manifest_ports(False), like="healthy", logs="none", nodes=3)
             elif name == "mixed_runs":
                 self._jobs[name] = _mixed_runs(d)
             else:

@@ -23,8 +23,11 @@ EXPECTED: dict[str, set[str]] = {
     "socket_logs": {"FAB002"},
     "degraded_logs": {"FAB004"},
     "degraded_nologs": {"FAB001"},
+    "degraded_manifest": {"FAB004"},   # no logs: the manifest's port rates name the host
+    "healthy_manifest": set(),         # the same ports everywhere: nothing to blame
     "no_gdr": {"FAB003"},
     "compute": {"SYN001"},
+    "compute_tp": {"SYN001"},
     "intermittent": {"SYN002"},
     "jitter": {"SYN003"},
     "hoststall": {"SYN004"},
@@ -80,7 +83,8 @@ def test_every_rule_has_a_firing_fixture() -> None:
     assert covered == set(RULES)
 
 
-@pytest.mark.parametrize("name", ["compute", "hoststall", "intermittent", "degraded_logs", "p2p_logs", "xsock_nologs"])
+@pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "degraded_logs", "degraded_manifest", "p2p_logs",
+                                  "xsock_nologs"])
 def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
     j = jobs[name]
     top = j.doc["findings"][0]
@@ -91,7 +95,7 @@ def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
     assert top["hosts"] == sorted({ours[r] for r in j.truth["culprit_ranks"]})
 
 
-@pytest.mark.parametrize("name", ["compute", "hoststall", "intermittent", "p2p_nologs"])
+@pytest.mark.parametrize("name", ["compute", "hoststall", "intermittent", "p2p_nologs", "degraded_manifest"])
 def test_lost_time_tracks_the_physics(jobs: Any, name: str) -> None:
     """The what-if of the culprit behaving like its peers recovers the time the generator's own
     what-if (the same job re-run without the fault) says was lost."""

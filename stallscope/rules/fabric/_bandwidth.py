@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 
 from stallscope.rules.context import Context
@@ -15,6 +17,8 @@ REF_RDMA_GBPS = 10.0
 COLLAPSE_GBPS = 0.7 * REF_RDMA_GBPS
 #: messages smaller than this are latency-bound: their bandwidth says little about the fabric
 MIN_BW_BYTES = 1 << 20
+#: an inter-node transfer this long is bandwidth-bound even when its size is unknown
+UNSIZED_BW_NS = 500_000
 BW_OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce")
 
 
@@ -83,11 +87,40 @@ GRAPH_EFFICIENCY = 0.85
 PER_NIC_GBPS = 10.0
 
 
+#: share of the ports' line rate a large collective achieves as bus bandwidth (nccl-tests: ~80-90 %)
+NIC_EFFICIENCY = 0.8
+
+
+def manifest_nic_rates(ctx: Context) -> dict[str, list[float]]:
+    """Per host: line rates (Gbit/s) of its RDMA ports that are up (state ACTIVE), from the
+    collector's ``/sys/class/infiniband`` probe (``manifest_topology``); a host whose probe ran
+    with every port down maps to an empty list. Hosts without the probe are absent."""
+    try:
+        t = ctx.store.sql("SELECT host, parsed FROM manifest_topology WHERE job = ? AND probe = 'infiniband' "
+                          "AND status = 'ok' AND host IS NOT NULL AND parsed IS NOT NULL", [ctx.job])
+    except Exception:  # noqa: BLE001 - no manifest tables in this store
+        return {}
+    out: dict[str, list[float]] = {}
+    for host, parsed in t.iter_rows():
+        try:
+            ports = json.loads(parsed).get("ports") or []
+        except (ValueError, AttributeError):
+            continue
+        out[host] = sorted((float(p["rate_gbps"]) for p in ports if isinstance(p, dict) and p.get("rate_gbps")
+                            and "ACTIVE" in str(p.get("state") or "").upper()), reverse=True)
+    return out
+
+
 def fabric_facts(ctx: Context) -> dict[str, dict[str, float]]:
-    """Per-host facts from the NCCL logs: RDMA devices listed, inter-node graph bandwidth
-    (``bw_inter`` × channels of NCCL's topology search, i.e. what NCCL computed the host's NICs
-    can carry), and GDR share of NET connections."""
-    out: dict[str, dict[str, float]] = {"nics": {}, "graph_bw": {}, "gdr": {}}
+    """Per-host facts: RDMA devices the NCCL logs listed, inter-node graph bandwidth (``bw_inter``
+    × channels of NCCL's topology search, i.e. what NCCL computed the host's NICs can carry), GDR
+    share of NET connections, and ``nic_gbs``: the line rate of the host's active RDMA ports from
+    the collector's manifest (GB/s): NCCL spreads a collective evenly over its channels, one NIC
+    each, so k ports (the fastest min(ports, GPUs of the host)) carry k × the slowest of them."""
+    out: dict[str, dict[str, float]] = {"nics": {}, "graph_bw": {}, "gdr": {}, "nic_gbs": {}}
+    for h, rates in manifest_nic_rates(ctx).items():
+        k = min(len(rates), ctx.ranks_per_host.get(h) or len(rates))
+        out["nic_gbs"][h] = k * rates[k - 1] / 8.0 if k else 0.0
     try:
         n = ctx.store.sql("SELECT host, count(DISTINCT dev_name) AS n FROM nccl_net WHERE job = ? AND kind = 'ib_device' "
                           "AND host IS NOT NULL GROUP BY host", [ctx.job])
@@ -141,8 +174,10 @@ def expected_busbw(ctx: Context, *, without: str | None = None) -> tuple[float, 
     """Inter-node bus bandwidth one host's NICs should give (the bottleneck host), and the basis.
 
     NCCL's own graph bandwidth (channels × per-channel inter-node bandwidth of the topology
-    search, × GRAPH_EFFICIENCY) when the logs have it, capped by the NICs listed; else the RDMA
-    NICs NCCL listed on the host with the fewest (× PER_NIC_GBPS); else the single-NIC reference.
+    search, × GRAPH_EFFICIENCY) when the logs have it, capped by the NICs listed; else the line
+    rate of the active RDMA ports the collector's manifest recorded (× NIC_EFFICIENCY, slowest
+    host); else the RDMA NICs NCCL listed on the host with the fewest (× PER_NIC_GBPS, i.e. as if
+    100 Gb/s: the speed is not in the log); else the single-NIC reference.
     ``without``: as if that host were like its peers. A collective only gets its share of this
     when several run at once from one host (see :func:`inter_expectations`).
     """
@@ -155,6 +190,9 @@ def expected_busbw(ctx: Context, *, without: str | None = None) -> tuple[float, 
         if nics:
             cap = min(cap, min(min(nics.values()), gpus) * MAX_PER_NIC_GBPS)
         return cap, "nccl_graph"
+    rates = {h: v for h, v in f["nic_gbs"].items() if h != without and v > 0}
+    if rates:
+        return min(rates.values()) * NIC_EFFICIENCY, "nic_rate"
     if nics:
         return min(min(nics.values()), gpus) * PER_NIC_GBPS, "nic_count"
     return REF_RDMA_GBPS, "reference"
@@ -180,13 +218,15 @@ def inter_expectations(ctx: Context, *, without: str | None = None, min_bytes: i
 
 def host_bandwidth_handicap(ctx: Context, host: str) -> float | None:
     """How much faster inter-node transfers would be if ``host`` were like its peers, from NCCL's
-    graph bandwidth (bottleneck without the host / bottleneck with it); None when unknown."""
-    g = fabric_facts(ctx)["graph_bw"]
-    if host not in g or len(g) < 2:
-        return None
-    others = [v for h, v in g.items() if h != host]
-    with_all = min(g.values())
-    return min(others) / with_all if with_all > 0 else None
+    graph bandwidth, else from the port rates in the manifest (bottleneck without the host /
+    bottleneck with it); None when unknown."""
+    f = fabric_facts(ctx)
+    for g in (f["graph_bw"], f["nic_gbs"]):
+        if host in g and len(g) >= 2:
+            others = [v for h, v in g.items() if h != host]
+            with_all = min(g.values())
+            return min(others) / with_all if with_all > 0 else None  # no port up: how it moved bytes is unknown
+    return None
 
 
 def transfers_scaled(ctx: Context, factor: float) -> dict[int, float]:
@@ -194,6 +234,10 @@ def transfers_scaled(ctx: Context, factor: float) -> dict[int, float]:
     tl = ctx.timeline
     if tl is None or factor <= 1.0:
         return {}
-    inst = inter_transfers(ctx, min_bytes=64 << 10)
+    # without message sizes (older traces), a transfer of 0.5 ms or more is bandwidth-bound:
+    # inter-node collective latency is tens of microseconds
+    inst = ctx.d.instances.filter(
+        (pl.col("scope") == "inter") & (pl.col("members") > 1) & pl.col("op").is_in(BW_OPS) & (pl.col("transfer_ns") > 0)
+        & ((pl.col("bytes") >= 64 << 10) | (pl.col("bytes").is_null() & (pl.col("transfer_ns") >= UNSIZED_BW_NS))))
     pos_of = {int(i): p for p, i in enumerate(tl.inst_ids.tolist())}
     return {pos_of[int(i)]: float(t) / factor for i, t in inst.select("instance_id", "transfer_ns").iter_rows() if int(i) in pos_of}

@@ -23,7 +23,9 @@ class DegradedNic(Rule):
         A host whose NCCL log carries NIC/link warnings the other hosts' logs do not (IB
         completion errors, ``ibv_*`` failures, port or link messages), and/or whose inter-node
         collectives are slower than the same collectives among the other hosts (when the job has
-        inter-node groups that exclude it).
+        inter-node groups that exclude it), and/or whose NICs can carry less than its peers':
+        NCCL's topology search gives them less inter-node bandwidth, or the collector's manifest
+        shows fewer RDMA ports up or ports trained to a lower rate (``/sys/class/infiniband``).
 
     Why it slows the job:
         A ring or tree collective runs at the speed of its slowest link: one degraded port
@@ -32,7 +34,8 @@ class DegradedNic(Rule):
 
     Evidence it cites:
         The WARN lines of that host (``nccl_warnings``), bus bandwidth of inter-node instances
-        with and without the host (``collective_instances``); time lost from the what-if replay
+        with and without the host (``collective_instances``), the port states and rates per host
+        (``manifest_topology``); time lost from the what-if replay
         with those instances as fast as the ones without it (or at the RDMA reference when
         bandwidth collapsed job-wide).
 
@@ -43,7 +46,8 @@ class DegradedNic(Rule):
 
     Options:
         Transfers through the host count as slow below 60 % of the others' median busbw for the
-        same (op, bytes, members), over at least 3 instances.
+        same (op, bytes, members), over at least 3 instances; a host's NIC capacity (graph
+        bandwidth or active port rate) counts as low below 75 % of the median of the others'.
     """
 
     code = "FAB004"
@@ -53,8 +57,10 @@ class DegradedNic(Rule):
     def check(self, ctx: Context) -> list[Finding]:
         warned = self._warned_hosts(ctx)
         slow = self._slow_hosts(ctx)
-        graph_low = self._graph_low_hosts(ctx)
-        candidates = sorted(set(warned) | set(slow) | set(graph_low))
+        facts = fabric_facts(ctx)
+        graph_low = _low_hosts(facts["graph_bw"], at_least=3)
+        rate_low = _low_hosts(facts["nic_gbs"], at_least=2)
+        candidates = sorted(set(warned) | set(slow) | set(graph_low) | set(rate_low))
         if not candidates or len(candidates) > max(1, len(ctx.d.hosts) // 3):
             return []
         out = []
@@ -72,7 +78,7 @@ class DegradedNic(Rule):
                 _, basis = expected_busbw(ctx, without=host)
                 if inter.height and basis != "reference" and float((inter["busbw_gbps"] / inter["expected_gbps"]).median()) < 0.8:
                     lost = ctx.lost_if_transfers(f"fab:without:{host}", transfers_at_bandwidth(ctx, without=host))
-            if host not in warned and host not in graph_low and (lost is None or lost < 0.01):
+            if host not in warned and host not in graph_low and host not in rate_low and (lost is None or lost < 0.01):
                 continue
             parts = []
             if host in warned:
@@ -83,12 +89,22 @@ class DegradedNic(Rule):
             if host in graph_low:
                 parts.append(f"NCCL's topology search gives its NICs {graph_low[host]:.0%} of the inter-node bandwidth of the "
                              f"other hosts' (a port running at a lower rate)")
+            if host in rate_low:
+                others = sorted(v for h, v in facts["nic_gbs"].items() if h != host)
+                parts.append(f"its RDMA ports that are up carry {facts['nic_gbs'][host] * 8:.0f} Gb/s against "
+                             f"{others[len(others) // 2] * 8:.0f} Gb/s on the other hosts (a port down or trained to a lower rate)")
             summary = (f"Host {host}: " + "; ".join(parts) + "."
                        + (f" At the other hosts' speed the job would be {fmt_pct(lost)} shorter." if lost else
                           " The traces do not show how much time it cost."))
             ev = [Evidence("NIC and link warnings per host",
                            f"SELECT host, src_file, src_line, message FROM nccl_warnings WHERE {ctx.where} ORDER BY host LIMIT 50",
                            warned.get(host))]
+            if host in rate_low:
+                ev.append(Evidence("RDMA ports per host: state and rate (collector manifest, /sys/class/infiniband)",
+                                   "SELECT host, j->>'device' AS device, j->>'port' AS port, j->>'state' AS state, j->>'rate' AS rate "
+                                   "FROM (SELECT host, unnest(from_json(json_extract(parsed, '$.ports'), '[\"JSON\"]')) AS j "
+                                   f"FROM manifest_topology WHERE {ctx.where} AND probe = 'infiniband' AND status = 'ok') "
+                                   "ORDER BY host, device, port", round(rate_low[host], 3)))
             if host in slow:
                 ev.append(Evidence("bus bandwidth of inter-node collectives with and without the host",
                                    f"SELECT list_contains(h.hosts, '{host}') AS with_host, i.op, i.bytes, count(*) AS n, "
@@ -98,25 +114,14 @@ class DegradedNic(Rule):
                                    f"AND i.members > 1 GROUP BY ALL ORDER BY i.op, i.bytes, with_host", round(slow[host]["ratio"], 3)))
             f = Finding(rule=self.code, cause=self.cause, title=f"NIC or link of {host} is degraded", summary=summary,
                         ranks=ctx.d.ranks_of(host), hosts=[host], lost_time_fraction=lost,
-                        confidence=ctx.quality * (0.85 if host in warned and host in slow else 0.7), evidence=ev,
+                        confidence=ctx.quality * (0.85 if (host in warned or host in rate_low) and host in slow else 0.7), evidence=ev,
                         recommendation=f"On {host}: ibstat / ibv_devinfo (state, rate), perfquery error counters, cable and switch "
                                        "port; rerun nccl-tests between it and a healthy host.",
-                        details={"warnings": warned.get(host, 0), "busbw_ratio": slow.get(host, {}).get("ratio")})
+                        details={"warnings": warned.get(host, 0), "busbw_ratio": slow.get(host, {}).get("ratio"),
+                                 "nic_capacity_ratio": rate_low.get(host, graph_low.get(host))})
             if lost is None:
                 f.severity = "low"
             out.append(f)
-        return out
-
-    def _graph_low_hosts(self, ctx: Context) -> dict[str, float]:
-        g = fabric_facts(ctx)["graph_bw"]
-        if len(g) < 3:
-            return {}
-        out = {}
-        for h, v in g.items():
-            others = sorted(x for k, x in g.items() if k != h)
-            med = others[len(others) // 2]
-            if med > 0 and v < 0.75 * med:
-                out[h] = v / med
         return out
 
     def _warned_hosts(self, ctx: Context) -> dict[str, int]:
@@ -157,3 +162,16 @@ class DegradedNic(Rule):
                 fix = {pos_of[int(i)]: float(t) for i, t in zip(withh["instance_id"].to_list(), withh["t_o"].to_list()) if int(i) in pos_of}
                 out[h] = {"ratio": ratio, "fix": fix}
         return out
+
+
+def _low_hosts(capacity: dict[str, float], *, at_least: int) -> dict[str, float]:
+    """Hosts whose NIC capacity is below 75 % of the median of the other hosts' -> the ratio."""
+    if len(capacity) < at_least:
+        return {}
+    out = {}
+    for h, v in capacity.items():
+        others = sorted(x for k, x in capacity.items() if k != h)
+        med = others[len(others) // 2]
+        if med > 0 and v < 0.75 * med:
+            out[h] = v / med
+    return out

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
-from stallscope.rules.context import Context
 import math
 
+import polars as pl
+
+from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
+from stallscope.rules.context import Context
 from stallscope.rules.synchronization._shared import MIN_LOST
 
 #: per-rank step-time noise every healthy cluster has (kernel-time variation, clocks, OS):
@@ -21,6 +23,28 @@ def noise_floor(n: int) -> float:
     (0.038, 0.06)
     """
     return NOISE_SIGMA * math.sqrt(2 * math.log(max(n, 2)))
+
+
+#: host-side variation at least this share of the compute variation: the waiting is not only the
+#: GPUs' own kernel-time noise
+HOST_DRIVEN = 0.75
+#: when the ranks differ mostly in compute time (the same kernels running a little faster or
+#: slower on identical GPUs), the what-if gain must exceed this many noise floors
+COMPUTE_NOISE_FLOORS = 2.0
+
+
+def variation_sources(b: pl.DataFrame) -> tuple[float, float]:
+    """(compute, host stall): the spread across ranks of each in a step (standard deviation, as
+    a share of the step's median length), median over steps. Which one varies says where the
+    jitter comes from: hosts (data loading, OS noise, Python) or the GPUs' own kernel times."""
+    if b.height == 0:
+        return 0.0, 0.0
+    g = b.group_by("step").agg(
+        (pl.col("compute_ns").std() / pl.col("step_ns").median()).alias("c"),
+        (pl.col("host_stall_ns").std() / pl.col("step_ns").median()).alias("h")).drop_nulls()
+    if g.height == 0:
+        return 0.0, 0.0
+    return float(g["c"].median()), float(g["h"].median())
 
 
 class JitterAmplification(Rule):
@@ -51,7 +75,10 @@ class JitterAmplification(Rule):
         Reported when the what-if gain exceeds the noise floor — what synchronizing n ranks with
         1.6 % per-rank step-time noise costs anyway, 1.6 % × sqrt(2 ln n) (3.8 % at 16 ranks, 6 %
         at 1024) — and no small set of stragglers explains half of it (ranks late in many steps
-        by chance do not make a straggler when a dozen others take turns too).
+        by chance do not make a straggler when a dozen others take turns too). When the ranks
+        differ mostly in compute time, not in host-side gaps (host-stall spread under 75 % of the
+        compute spread), the waiting is the GPUs' own kernel-time noise, which synchronous
+        training always pays: then the gain must exceed twice the floor.
     """
 
     code = "SYN003"
@@ -65,7 +92,9 @@ class JitterAmplification(Rule):
         if v.kind != "jitter" or n < 3 or ctx.n_steps < 2:
             return []
         lost = v.lost
-        if lost < max(MIN_LOST, noise_floor(n)):
+        c_var, h_var = variation_sources(ctx.d.breakdown)
+        host_driven = h_var >= HOST_DRIVEN * c_var
+        if lost < max(MIN_LOST, noise_floor(n) * (1.0 if host_driven else COMPUTE_NOISE_FLOORS)):
             return []
         f = ctx.features
         last_top = float(f["last_share"].max() or 0.0)
@@ -89,4 +118,5 @@ class JitterAmplification(Rule):
                         recommendation="Reduce per-rank variance (CPU/NUMA pinning, input prefetch, no frequency scaling or "
                                        "background daemons, static shapes) or synchronize less often (accumulation, larger buckets).",
                         details={"distinct_late_ranks": ls.distinct, "max_last_share": round(last_top, 3),
-                                 "median_sync_wait_frac": round(wait_med, 4)})]
+                                 "median_sync_wait_frac": round(wait_med, 4), "compute_spread": round(c_var, 4),
+                                 "host_stall_spread": round(h_var, 4)})]
