@@ -9,7 +9,9 @@ Matching key, per collective row of each rank:
   NCCL stream (``stream:<id>``, stable across ranks of one program) or, on CPU-only traces,
   ``cpu`` (the enqueue order of ``c10d::*`` calls, identical on every rank).
 * **position** in the channel: ``Seq`` when every row of the channel carries it (PyTorch's
-  per-group sequence number); else the order within (channel, step) — steps are numbered the
+  per-group sequence number), except on ``p2p:`` channels (a rank's p2p counter counts its
+  messages with every peer, so a send and its receive carry unrelated numbers); else the order
+  within (channel, step) — steps are numbered the
   same on every rank (``ProfilerStep#N``), so a rank whose profiling window started one
   collective earlier still matches — falling back to the order within the channel outside
   steps. GPU rows are ordered by kernel start (a stream executes in issue order), CPU rows by
@@ -47,7 +49,10 @@ WITH c AS (
     coalesce(c.cpu_start_ns, c.start_ns) AS issue_ns
   FROM collectives c LEFT JOIN ranks r ON r.rank = c.rank
 ),
-ch AS (SELECT channel, bool_and(seq IS NOT NULL) AS has_seq FROM c GROUP BY channel),
+-- Seq numbers collectives per process group, identically on every member; a rank's p2p
+-- counter counts its sends and receives with every peer of the group, so the two ends of one
+-- message carry unrelated numbers: point-to-point pairs match by order (NCCL keeps each pair FIFO)
+ch AS (SELECT channel, bool_and(seq IS NOT NULL) AND NOT starts_with(channel, 'p2p:') AS has_seq FROM c GROUP BY channel),
 k AS (
   SELECT c.*, ch.has_seq,
     CASE WHEN c.source = 'cpu' THEN c.issue_ns ELSE c.start_ns END AS order_ns

@@ -80,6 +80,11 @@ def test_every_collective_is_matched_with_all_its_members(job: Analyzed) -> None
     group = inst.filter(pl.col("channel").str.starts_with("pg:"))
     if knobs["torch_variant"] == "kineto_2025" and knobs.get("seq", True) and knobs.get("metadata", True):
         assert set(group["match"]) == {"seq"}
+    # a send pairs with its receive, by order on the pair (a rank's p2p Seq counts messages with
+    # every peer, so it never ties the two ends together)
+    p2p = inst.filter(pl.col("channel").str.starts_with("p2p:"))
+    if p2p.height:
+        assert (p2p["members"] == 2).all() and set(p2p["match"]) == {"order"}
     # per rank and op, as many matched calls as the program made
     steps = len(job.truth["job"]["steps"])
     # (an instance of a send/recv pair is named after the member that arrived first: count pairs as p2p)
