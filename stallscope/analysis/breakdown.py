@@ -4,7 +4,9 @@ Each rank's **busy timeline** is its GPU activities (kernels, memcpy, memset on 
 on CPU-only traces, its main thread's CPU ops. Its **step windows** are
 ``[start of ProfilerStep#N, start of ProfilerStep#N+1)`` on aligned clocks (the last step ends
 when its CPU span or the last GPU work it launched ends, whichever is later), so the windows
-tile the profiled time and the parts of each window sum exactly to its length.
+tile the profiled time and the parts of each window sum exactly to its length. A truncated GPU
+trace (killed job) keeps its CPU events, written first, past its last GPU activity: its steps that
+end after that were not observed and get no row (rather than a step of "host stall").
 
 A sweep over every interval boundary labels each elementary segment by what the rank was doing,
 in this precedence:
@@ -34,8 +36,12 @@ _CPU_COMM_PREFIXES = ("c10d::", "record_param_comms", "gloo:", "nccl:", "Process
 
 BREAKDOWN_SQL = """
 WITH off AS (
-  SELECT r.rank, coalesce(r.host, 'rank-' || r.rank) AS host, r.platform, r.pid, coalesce(o.offset_ns, 0) AS off
+  SELECT r.rank, coalesce(r.host, 'rank-' || r.rank) AS host, r.platform, r.pid, coalesce(o.offset_ns, 0) AS off,
+    coalesce(r.truncated, false) AS truncated
   FROM ranks r LEFT JOIN clock_offsets o ON o.host = coalesce(r.host, 'rank-' || r.rank)
+),
+observed AS (  -- a truncated trace keeps its CPU events (written first) past its last GPU activity
+  SELECT rank, max(ts_ns + dur_ns) AS e FROM _kernels GROUP BY rank
 ),
 gpu_end AS (
   SELECT rank, step, max(ts_ns + dur_ns) AS e FROM kernels WHERE step IS NOT NULL GROUP BY rank, step
@@ -55,6 +61,10 @@ win AS (
   FROM steps s JOIN off ON off.rank = s.rank
   LEFT JOIN gpu_end g ON g.rank = s.rank AND g.step = s.step
   LEFT JOIN cpu_end c ON c.rank = s.rank AND c.step = s.step
+  LEFT JOIN observed ob ON ob.rank = s.rank
+  -- steps of a truncated GPU trace that end after its last GPU activity were not observed, not idle
+  QUALIFY NOT (off.truncated AND off.platform <> 'cpu'
+               AND coalesce(lead(s.start_ns) OVER (PARTITION BY s.rank ORDER BY s.start_ns), s.end_ns) > coalesce(ob.e, 0))
 ),
 busy AS (   -- compute intervals
   SELECT k.rank, k.ts_ns + off.off AS t0, k.ts_ns + k.dur_ns + off.off AS t1

@@ -144,3 +144,19 @@ def test_planted_host_stall_is_measured_as_lateness_and_wait(tmp_path: Path) -> 
     # the straggler is the last to arrive at every step's first blocking collective
     last = job.sql("""select step, arg_min(last_rank, first_arrival_ns) last from collective_instances group by step""")
     assert set(last["last"]) == {culprit}
+
+
+def test_truncated_trace_steps_past_its_gpu_data_are_left_out(tmp_path: Path) -> None:
+    """A killed job's trace keeps its CPU steps (written first) past its last GPU activity: those
+    steps were not observed, so they get no breakdown row instead of a whole step of host stall."""
+    job = Analyzed(tmp_path, "healthy", 9, dict(parallelism="ddp", torch_variant="kineto_2025", steps=6, truncate=1))
+    cut = job.sql("select rank from ranks where truncated")["rank"].to_list()
+    assert len(cut) == 1
+    r = cut[0]
+    steps = len(job.truth["job"]["steps"])
+    bd = job.sql(f"select step, step_ns, host_stall_ns from step_breakdown where rank = {r}")
+    assert bd.height < steps
+    assert (bd["host_stall_ns"] < 0.5 * bd["step_ns"]).all()
+    # every other rank keeps every step
+    others = job.sql(f"select rank, count(*) n from step_breakdown where rank <> {r} group by rank")
+    assert set(others["n"]) == {steps}
