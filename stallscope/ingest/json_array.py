@@ -179,7 +179,9 @@ class ArrayStreamer:
             out = self._try(memoryview(buf)[:arr_end])
             if out is not None:
                 yield out
-                self._parse_trailer(bytes(buf[arr_end:]))
+                if not self._parse_trailer(bytes(buf[arr_end:])):
+                    # cut after the events, inside the trailer: every event is intact, the file is not
+                    self.truncated_at = self._base + len(buf)
                 return
         # truncated (or malformed near the end): keep the longest valid prefix of elements
         cut = _last_cut(buf, len(buf), allow_end=True)
@@ -203,19 +205,24 @@ class ArrayStreamer:
     def _decode_copy(self, buf: bytearray, cut: int) -> list | None:
         return self._try(bytes(buf[:cut]) + b"]")
 
-    def _parse_trailer(self, rest: bytes) -> None:
+    def _parse_trailer(self, rest: bytes) -> bool:
+        """Read the keys after the array; False when the object never closes (file cut there)."""
         rest = rest.strip(_WS)
         if rest.startswith(b","):
             rest = rest[1:].strip(_WS)
-        if not rest or rest == b"}":
-            return
+        if rest == b"}":
+            return True
+        if not rest:
+            return False  # cut right after the array: the closing brace is missing
         try:
             obj = msgspec.json.decode(b"{" + rest)
             if isinstance(obj, dict):
                 self.trailer = obj
+            return True
         except msgspec.DecodeError:
             # the file was cut inside the trailer: every event is intact; keep the keys that parse
             self.trailer = _salvage_keys(rest)
+            return False
 
 
 def _array_end(buf: bytearray) -> int:
