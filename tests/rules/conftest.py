@@ -36,6 +36,8 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     "socket_logs": ("socket_fallback", 14, dict(logs="all")),
     "degraded_logs": ("degraded_nic", 16, dict(logs="all", severity="severe", nodes=3)),
     "degraded_nologs": ("degraded_nic", 17, dict(logs="none", severity="severe", nodes=3)),
+    # two hosts only: NCCL's lower graph bandwidth on one of them, corroborated by the transfers
+    "degraded_2hosts": ("degraded_nic", 31, dict(logs="all", severity="moderate", nodes=2, parallelism="fsdp")),
     "compute": ("compute_straggler", 18, dict(logs="none", severity="moderate")),
     # a straggler inside a tensor-parallel group: its whole host arrives late at the data-parallel
     # all-reduce because its TP peers waited for it

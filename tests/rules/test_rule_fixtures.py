@@ -23,7 +23,8 @@ EXPECTED: dict[str, set[str]] = {
     "socket_logs": {"FAB002"},
     "degraded_logs": {"FAB004"},
     "degraded_nologs": {"FAB001"},
-    "degraded_manifest": {"FAB004"},   # no logs: the manifest's port rates name the host
+    "degraded_manifest": {"FAB004"},
+    "degraded_2hosts": {"FAB004"},   # no logs: the manifest's port rates name the host
     "healthy_manifest": set(),         # the same ports everywhere: nothing to blame
     "no_gdr": {"FAB003"},
     "compute": {"SYN001"},
@@ -83,7 +84,7 @@ def test_every_rule_has_a_firing_fixture() -> None:
     assert covered == set(RULES)
 
 
-@pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "degraded_logs", "degraded_manifest", "p2p_logs",
+@pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "degraded_logs", "degraded_manifest", "degraded_2hosts", "p2p_logs",
                                   "xsock_nologs"])
 def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
     j = jobs[name]
