@@ -67,7 +67,7 @@ def materialize(staging: Path, *, views: Sequence[SqlView]) -> list[dict[str, An
     if not STEPS:
         return warnings
     job = staging.name.rsplit(".", 1)[0]
-    con = connect_dir(staging, views=views, job=job)
+    con = connect_dir(staging, views=views, job=job, comments=False)
     try:
         for name, step in STEPS:
             try:
@@ -81,7 +81,7 @@ def materialize(staging: Path, *, views: Sequence[SqlView]) -> list[dict[str, An
             pw.close()
             # later steps read the fresh tables through their views
             con.close()
-            con = connect_dir(staging, views=views, job=job)
+            con = connect_dir(staging, views=views, job=job, comments=False)
     finally:
         con.close()
     return warnings

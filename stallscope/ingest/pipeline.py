@@ -180,8 +180,10 @@ def _ingest_into(writer: JobWriter, found: list[Found], hashes: dict[str, str], 
 
 def parse_one(kind: str, path: str, label: str, part: str, staging: str, rank_hint: int | None) -> dict[str, Any]:
     """Parse one file into parts under ``staging``. Never raises: failures come back as data."""
+    from stallscope.ingest.allocators import tune_for_parsing
     from stallscope.ingest.writer import PartWriter
 
+    tune_for_parsing()
     out = PartWriter(staging, part)
     res: dict[str, Any] = {"label": label, "kind": kind, "part": part}
     try:
@@ -250,37 +252,70 @@ def _run_tasks(tasks: list[tuple[int, Found]], staging: Path, *, workers: int | 
                 progress(len(results), n, done_bytes, total_bytes, a[2])
         return results
     # spawn: clean workers (no inherited DuckDB/Arrow threads or held locks; fork deadlocks there)
-    # that the pool joins, so their CPU time is accounted to this process
+    # that the pool joins, so their CPU time is accounted to this process. This process is the
+    # last worker: it parses too while the pool runs (one interpreter start-up fewer)
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+
+    def record(res: dict[str, Any], a: tuple) -> None:
+        nonlocal done_bytes
+        results.append(res)
+        done_bytes += sizes[a[3]]
+        if progress:
+            progress(len(results), n, done_bytes, total_bytes, a[2])
+
+    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx, initializer=_worker_init) as pool:
         pending: dict[Future[dict[str, Any]], tuple] = {}
-        it = iter(args)
+        queue = list(reversed(args))  # pop() takes the next task in order
         try:
-            for a in it:
-                pending[pool.submit(parse_one, *a)] = a
-                if len(pending) >= workers * 2:
-                    break
-            while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            while queue or pending:
+                while queue and len(pending) < 2 * (workers - 1):  # one running, one ready, per worker
+                    a = queue.pop()
+                    pending[pool.submit(parse_one, *a)] = a
+                if not queue:  # take back a task the pool has not started rather than wait
+                    for fut in list(pending):
+                        if fut.cancel():
+                            queue.append(pending.pop(fut))
+                            break
+                if queue:
+                    a = queue.pop()
+                    record(parse_one(*a), a)
+                    finished = [f for f in pending if f.done()]
+                else:
+                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in finished:
                     a = pending.pop(fut)
                     try:
                         res = fut.result()
                     except Exception as exc:  # a worker died (OOM kill, segfault)
                         res = {"label": a[2], "kind": a[0], "part": a[3], "error": f"{a[2]}: worker died while parsing ({type(exc).__name__})", "code": "worker_died"}
-                    results.append(res)
-                    done_bytes += sizes[a[3]]
-                    if progress:
-                        progress(len(results), n, done_bytes, total_bytes, a[2])
-                    nxt = next(it, None)
-                    if nxt is not None:
-                        pending[pool.submit(parse_one, *nxt)] = nxt
+                    record(res, a)
         except BaseException:
             for fut in pending:
                 fut.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
     return results
+
+
+def _worker_init() -> None:
+    """Start-up of a spawned parser process.
+
+    Parsers never use pandas, but pyarrow imports it (0.2 CPU-s) on its first conversion just to
+    check whether inputs are pandas objects; an import that fails makes pyarrow skip that check.
+    """
+    import sys
+
+    if "pandas" not in sys.modules:
+        sys.meta_path.insert(0, _NoPandas())
+
+
+class _NoPandas:
+    """Import finder of parser processes: ``import pandas`` fails (pyarrow then does without)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is not used by stallscope's parser processes")
+        return None
 
 
 # -- cross-file reconciliation ------------------------------------------------------------

@@ -23,9 +23,20 @@ import pyarrow.parquet as pq
 from stallscope.store.layout import JOB_META, StoreLayout
 from stallscope.store.schema import SCHEMA_VERSION, table as table_spec
 
-PARQUET_OPTS: dict[str, Any] = {"compression": "zstd", "compression_level": 1, "use_dictionary": True, "write_statistics": True}
+PARQUET_OPTS: dict[str, Any] = {"compression": "zstd", "compression_level": 1, "write_statistics": True}
 #: staging directories older than this are leftovers of a killed ingest
 STALE_STAGING_S = 6 * 3600
+
+
+def parquet_options(schema: pa.Schema) -> dict[str, Any]:
+    """Writer options for a table: dictionary encoding for text columns only.
+
+    Names, categories and dtype strings repeat and shrink several-fold in a dictionary; numbers
+    (timestamps, ids) are mostly distinct, so a dictionary there costs CPU, then falls back.
+    """
+    text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            or (pa.types.is_list(f.type) and pa.types.is_string(f.type.value_type))]
+    return {**PARQUET_OPTS, "use_dictionary": text or False}
 
 
 def conform(name: str, data: pa.Table | pa.RecordBatch) -> pa.Table:
@@ -64,7 +75,7 @@ class PartWriter:
         t = conform(name, data)
         w = self._writers.get(name)
         if w is None:
-            w = pq.ParquetWriter(self.path(name), t.schema, **PARQUET_OPTS)
+            w = pq.ParquetWriter(self.path(name), t.schema, **parquet_options(t.schema))
             self._writers[name] = w
         w.write_table(t, row_group_size=1 << 20)
         self.rows[name] = self.rows.get(name, 0) + t.num_rows
@@ -75,7 +86,7 @@ class PartWriter:
             self.append(name, data)
             return
         t = conform(name, data)
-        pq.write_table(t, self.path(name), **PARQUET_OPTS)
+        pq.write_table(t, self.path(name), **parquet_options(t.schema))
         self.rows[name] = self.rows.get(name, 0) + t.num_rows
 
     def close(self) -> None:

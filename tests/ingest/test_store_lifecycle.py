@@ -67,3 +67,24 @@ def test_hive_layout_readable_by_other_engines(store: Path) -> None:
         pl.col("job"), pl.len()).group_by("job").agg(pl.col("len").first()).collect()
     assert df["job"].to_list() == ["j1"]
     assert os.path.exists(store / "catalog.duckdb")
+
+
+def test_parallel_ingest_matches_in_process(tmp_path: Path) -> None:
+    """Worker processes (the coordinator parses too) give the same tables as one process, and a
+    bad file among good ones is reported without losing the others."""
+    d = tmp_path / "bundle"
+    d.mkdir()
+    for p in sorted(GLOO.glob("rank*.pt.trace.json.gz")):
+        (d / p.name).write_bytes(p.read_bytes())
+    (d / "rank9.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1},')
+    (d / "junk.json.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
+    one = ingest([d], store=tmp_path / "one", analyze=False, workers=1)
+    two = ingest([d], store=tmp_path / "two", analyze=False, workers=3)
+    assert one.job == two.job and one.events == two.events and one.files == two.files
+    q = "SELECT rank, count(*) AS n, sum(dur_ns) AS d FROM events GROUP BY rank ORDER BY rank"
+    a = stallscope.open(tmp_path / "one").sql(q)
+    b = stallscope.open(tmp_path / "two").sql(q)
+    assert a.equals(b) and a.height == len(list(GLOO.glob("rank*.pt.trace.json.gz"))) + 1
+    w = stallscope.open(tmp_path / "two").sql("SELECT file, code FROM ingest_warnings ORDER BY file")
+    assert ("rank9.pt.trace.json", "truncated") in w.rows()
+    assert any(f == "junk.json.gz" for f, _ in w.rows())
