@@ -6,15 +6,19 @@ operation), or program output between them. Parsed one Python line at a time the
 a line; here a block of lines becomes one Arrow string array (zero-copy over the bytes) and
 polars' vectorized string kernels do the work:
 
-* lines without ``NCCL`` are dropped by one substring test;
-* the prefix ``host:pid:tid [dev] NCCL INFO`` is cut by position (``find``/``slice``/``split``),
-  not by a capturing regex (capture groups are what make regex engines slow);
-* connection and COLL messages are split on spaces and read by token position; the literal
-  tokens (``->``, ``via``, ``opCount``, ``sendbuff`` ...) are checked, and every line that does
-  not have exactly the expected shape goes back to the per-line handlers, in line order;
+* lines without ``NCCL`` are dropped by one substring test; lines with non-ASCII bytes stay with
+  the per-line path (polars finds by byte offset but slices by character);
+* the prefix ``host:pid:tid [dev] NCCL INFO`` is cut by position and splits after a capture-free
+  regex check of its shape (capture groups are what make regex engines slow); ``[dev] NCCL INFO``
+  without ``host:pid:tid`` (old logs) and prefixes behind launcher wrappers are read too;
+* connection and COLL messages are taken only when a capture-free regex (:data:`_CONN_SHAPE`,
+  :data:`_COLL_SHAPE`) shows the per-line regex would read the same fields from them; they are
+  then split on spaces and read by token position. Every other line goes back to the per-line
+  handlers, in line order; INFO lines among them go with their prefix already cut
+  (:attr:`Block.fed`), so the per-line path only routes the message;
 * values with few distinct strings (the text after ``via``) are classified once per distinct
   value with the per-line path's own function, so both paths give identical rows (a test
-  compares them on every real log).
+  compares them on every real log and on lines at the edge of each shape).
 
 Communicator attribution (the thread's last ``Init START``) is an as-of join against the Init
 START/COMPLETE events the per-line handlers recorded for the block.
@@ -22,7 +26,7 @@ START/COMPLETE events the per-line handlers recorded for the block.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,6 +44,21 @@ _INFO = "] NCCL INFO "
 _KEY = ["host", "pid", "tid"]
 #: the end of the text before "] NCCL INFO" (same host rule as the per-line path: no ":<>()[]" in it)
 _PREFIX_TAIL = r"(?P<host>[^ :\[\]()<>]+):(?P<pid_s>\d{1,18}):(?P<tid_s>\d{1,18}) \[(?P<dev_s>-?\d{1,9})$"
+#: the whole text before "] NCCL INFO" is ``host:pid:tid [dev`` (ASCII digits: the per-line path's isdigit)
+_PREFIX_PLAIN = r"^[^ :\[\]()<>]+:[0-9]{1,18}:[0-9]{1,18} \[-?[0-9]{1,9}$"
+#: ... or ``[dev`` after blanks only (logs printed without host:pid:tid; the per-line path's PREFIX_RE gives no host)
+_PREFIX_NOHOST = r"^[ \t]*\[-?[0-9]{1,9}$"
+#: connection messages the bulk path takes: the per-line CONN_RE's shape with ASCII digits, numbers that fit
+#: Int32 (<= 9 digits, <= 7 hex digits), and a printable-ASCII ``via`` text (so trailing blanks strip alike)
+_CONN_SHAPE = (r"^(?:Ring|Channel) [0-9]{1,9}(?:/[0-9]{1,9})? : -?[0-9]{1,9}(?:\[[0-9a-fA-F]{0,7}\])?"
+               r" -> -?[0-9]{1,9}(?:\[[0-9a-fA-F]{0,7}\])?(?: \[(?:send|receive)\])? via [ -~]*[!-~][ \t\r\n]*$")
+
+#: COLL messages the bulk path takes: the per-line COLL_RE's shape with printable-ASCII tokens (so that a
+#: split on spaces cuts where its ``\S+`` stops), ASCII digits and numbers that fit their columns; more
+#: text only after a ``stream`` value (both paths ignore it), else the line ends after the last field
+_COLL_SHAPE = (r"^[A-Za-z0-9_]+: opCount [0-9a-fA-F]{1,15} sendbuff [!-~]+ recvbuff [!-~]+ count [0-9]{1,18}"
+               r" datatype -?[0-9]{1,9} op -?[0-9]{1,9} root -?[0-9]{1,9} comm [!-~]+(?: \[nranks=[0-9]{1,9}\])?"
+               r"(?: stream [!-~]+(?: [ -~]*)?)?[\r\n]*$")
 
 
 def lines_array(data: bytes) -> tuple[pa.LargeStringArray, np.ndarray] | None:
@@ -69,6 +88,9 @@ class Block:
     taken: np.ndarray  #: positions the bulk path parsed (the per-line path skips them)
     conn: pl.DataFrame | None
     coll: pl.DataFrame | None
+    #: other INFO lines whose prefix was cut here: positions, and (msg, host, pid, tid, dev) lists for ``dispatch``
+    fed: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    fed_fields: tuple[list[Any], ...] = ()
 
 
 def _tok(col: str, k: int) -> pl.Expr:
@@ -85,97 +107,130 @@ def _int(e: pl.Expr, dtype: pl.DataType | type[pl.DataType] = pl.Int32) -> pl.Ex
     return pl.when(~e.str.starts_with("+")).then(e.cast(dtype, strict=False))
 
 
-def prepare(arr: pa.LargeStringArray) -> Block:
-    """Find the NCCL lines of a block and parse the connection and COLL lines among them."""
+def _ascii_lines(arr: pa.LargeStringArray, offs: np.ndarray) -> np.ndarray | None:
+    """Mask of the lines that are pure ASCII; None when all are (the common case, one byte scan).
+
+    Polars finds substrings by byte offset but slices by character: on ASCII lines the two agree.
+    """
+    buf = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[: offs[-1]]
+    high = np.flatnonzero(buf >= 0x80)
+    if len(high) == 0:
+        return None
+    ok = np.ones(len(arr), dtype=bool)
+    ok[np.searchsorted(offs, high, side="right") - 1] = False
+    return ok
+
+
+def _prefixes(df: pl.DataFrame) -> pl.DataFrame:
+    """Columns host, pid, tid, cuda_dev of the rows whose text before ``"] NCCL INFO "`` is a prefix the
+    per-line path reads the same way; other rows are dropped (they stay with the per-line path).
+
+    Three shapes: ``host:pid:tid [dev`` from the line start (nearly every line; a capture-free
+    check, then splits), ``[dev`` alone after blanks (old logs without ``host:pid:tid``, host null),
+    and the prefix behind a launcher wrapper (a short capturing regex on those few rows only).
+    Rows keep their order (the as-of join of communicator attribution needs it).
+    """
+    head = pl.col("l").str.slice(0, pl.col("pos"))
+    df = df.with_columns(head=head).with_columns(
+        plain=pl.col("head").str.contains(_PREFIX_PLAIN), nohost=pl.col("head").str.contains(_PREFIX_NOHOST))
+    df = df.with_columns(a=pl.col("head").str.splitn(":", 3)).unnest("a", separator="_")
+    df = df.with_columns(b=pl.col("a_field_2").str.splitn(" [", 2)).unnest("b", separator="_")
+    plain, nohost = pl.col("plain"), pl.col("nohost")
+    df = df.with_columns(
+        host=pl.when(plain).then(pl.col("a_field_0")),
+        pid=pl.when(plain).then(pl.col("a_field_1").cast(pl.Int64, strict=False)),
+        tid=pl.when(plain).then(pl.col("b_field_0").cast(pl.Int64, strict=False)),
+        cuda_dev=pl.when(plain).then(pl.col("b_field_1"))
+        .when(nohost).then(pl.col("head").str.strip_chars_start(" \t").str.slice(1)).cast(pl.Int32, strict=False))
+    other = np.flatnonzero(~(df["plain"] | df["nohost"]).to_numpy())
+    if len(other):
+        # host:pid:tid [dev are the last words before "] NCCL INFO": a short regex on a short tail
+        o = df[other].select(p=pl.col("head").str.tail(200).str.extract_groups(_PREFIX_TAIL)).unnest("p").select(
+            "host", pid=_uint(pl.col("pid_s"), pl.Int64), tid=_uint(pl.col("tid_s"), pl.Int64), cuda_dev=_int(pl.col("dev_s")))
+        o = o.with_columns(ok=pl.col("host").is_not_null() & pl.col("pid").is_not_null() & pl.col("tid").is_not_null()
+                           & pl.col("cuda_dev").is_not_null())
+        df = df.with_columns(df[c].scatter(other, o[c]) for c in ("host", "pid", "tid", "cuda_dev"))
+        df = df.with_columns(plain=df["plain"].scatter(other, o["ok"]))
+    keep = pl.col("plain") | (pl.col("nohost") & pl.col("cuda_dev").is_not_null())
+    return df.select("i", "l", "pos", "host", "pid", "tid", "cuda_dev", keep=keep).filter("keep").drop("keep")
+
+
+def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) -> Block:
+    """Find the NCCL lines of a block, cut the INFO prefixes, and parse the connection and COLL lines.
+
+    With ``feed``, the other prefixed INFO lines come back cut (``Block.fed``) for the per-line
+    message handlers, which then skip the prefix work.
+    """
     lines = pl.Series("l", arr)
     nccl_mask = lines.str.contains("NCCL", literal=True)
     nccl = np.flatnonzero(nccl_mask.to_numpy())
-    df = pl.DataFrame({"l": lines, "pos": lines.str.find(_INFO, literal=True)}).with_row_index("i")
+    pos = lines.str.find(_INFO, literal=True)
+    ascii_ok = _ascii_lines(arr, offs)
+    if ascii_ok is not None:
+        pos = pos.scatter(np.flatnonzero(~ascii_ok), None)
+    df = pl.DataFrame({"l": lines, "pos": pos}).with_row_index("i")
     df = df.filter(pl.col("pos").is_not_null())
     if df.height == 0:
         return Block(nccl, np.empty(0, dtype=np.int64), None, None)
-    pos = pl.col("pos")
-    # host:pid:tid [dev are the last words before "] NCCL INFO": a short regex on a short tail
-    df = df.with_columns(p=pl.col("l").str.slice(0, pos).str.tail(200).str.extract_groups(_PREFIX_TAIL),
-                         msg=pl.col("l").str.slice(pos + len(_INFO)).str.strip_chars_end("\r\n")).unnest("p")
-    df = df.filter(pl.col("host").is_not_null()).select(
-        "i", "msg", "host", pid=_uint(pl.col("pid_s"), pl.Int64), tid=_uint(pl.col("tid_s"), pl.Int64),
-        cuda_dev=_int(pl.col("dev_s")))
-    df = df.filter(pl.col("pid").is_not_null() & pl.col("tid").is_not_null() & pl.col("cuda_dev").is_not_null())
+    df = _prefixes(df)
+    df = df.select("i", "host", "pid", "tid", "cuda_dev", msg=pl.col("l").str.slice(pl.col("pos") + len(_INFO)))
     msg = pl.col("msg")
-    conn = _connections(df.filter(msg.str.contains(" via ", literal=True)
-                                  & (msg.str.starts_with("Channel ") | msg.str.starts_with("Ring "))))
-    coll = _colls(df.filter(pl.col("msg").str.contains(": opCount ", literal=True)))
+    is_conn = msg.str.contains(_CONN_SHAPE)
+    # ("Bootstrap:" and "bootstrapSplit:" have handlers of their own in the per-line path)
+    is_coll = msg.str.contains(_COLL_SHAPE) & ~msg.str.starts_with("Bootstrap:") & ~msg.str.starts_with("bootstrapSplit:")
+    conn = _connections(df.filter(is_conn))
+    coll = _colls(df.filter(is_coll).with_columns(msg=msg.str.strip_chars_end("\r\n")))
     taken = np.concatenate([f["i"].to_numpy().astype(np.int64) for f in (conn, coll) if f is not None] or [np.empty(0, np.int64)])
-    return Block(nccl, taken, conn, coll)
-
-
-def _rank_dev(col: str, out: str) -> tuple[list[pl.Expr], list[pl.Expr]]:
-    """``3[3]`` / ``155[3d000]`` / ``3`` -> rank, bracket text ('' when none), shape ok."""
-    parts = pl.col(col).str.split("[")
-    br = _tok(f"_{out}", 1)
-    return [parts.alias(f"_{out}")], [
-        _tok(f"_{out}", 0).alias(f"{out}_rank_s"),
-        pl.when(pl.col(f"_{out}").list.len() == 1).then(pl.lit("")).otherwise(br.str.strip_suffix("]")).alias(f"{out}_br"),
-        ((pl.col(f"_{out}").list.len() == 1) | ((pl.col(f"_{out}").list.len() == 2) & br.str.ends_with("]"))).alias(f"{out}_ok"),
-    ]
+    block = Block(nccl, taken, conn, coll)
+    if feed:
+        if len(taken):
+            df = df.filter(pl.Series(~np.isin(df["i"].to_numpy(), taken)))
+        block.fed = df["i"].to_numpy().astype(np.int64)
+        block.fed_fields = (df["msg"].str.strip_suffix("\n").str.strip_suffix("\r").to_list(), df["host"].to_list(),
+                            df["pid"].to_list(), df["tid"].to_list(), df["cuda_dev"].to_list())
+    return block
 
 
 def _connections(df: pl.DataFrame) -> pl.DataFrame | None:
-    """``Ring|Channel CH[/CI] : SRC[dev] -> DST[dev] [send|receive] via TEXT`` by token position."""
+    """``Ring|Channel CH[/CI] : SRC[dev] -> DST[dev] [send|receive] via TEXT``, rows already of that shape.
+
+    The shape check (:data:`_CONN_SHAPE`, capture-free) guarantees every field is where the
+    splits look for it and fits its column; the fields are then cut by splitting on spaces.
+    """
     if df.height == 0:
         return None
-    v = pl.col("msg").str.find(" via ", literal=True)
-    df = df.with_columns(head=pl.col("msg").str.slice(0, v).str.split(" "),
-                         via=pl.col("msg").str.slice(v + 5).str.strip_chars_end())
-    df = df.with_columns(n=pl.col("head").list.len(), kw=_tok("head", 0), chci=_tok("head", 1).str.split("/"),
-                         s=_tok("head", 3), d=_tok("head", 5), dir_t=_tok("head", 6))
-    a1, a2 = _rank_dev("s", "src")
-    b1, b2 = _rank_dev("d", "dst")
-    df = df.with_columns(*a1, *b1).with_columns(*a2, *b2)
-    df = df.with_columns(channel=_uint(_tok("chci", 0)), ci_s=_tok("chci", 1),
-                         src_rank=_int(pl.col("src_rank_s")), dst_rank=_int(pl.col("dst_rank_s")))
-    df = df.with_columns(conn_index=_uint(pl.col("ci_s")))
-    hexok = lambda c: (pl.col(c) == "") | pl.col(c).str.to_integer(base=16, strict=False).is_not_null()  # noqa: E731
-    ok = (pl.col("n").is_in([6, 7]) & (_tok("head", 2) == ":") & (_tok("head", 4) == "->")
-          & ((pl.col("n") == 6) | pl.col("dir_t").is_in(["[send]", "[receive]"]))
-          & (pl.col("chci").list.len() <= 2) & pl.col("channel").is_not_null()
-          & (pl.col("ci_s").is_null() | pl.col("conn_index").is_not_null())
-          & pl.col("src_ok") & pl.col("dst_ok") & pl.col("src_rank").is_not_null() & pl.col("dst_rank").is_not_null()
-          & hexok("src_br") & hexok("dst_br") & (pl.col("via") != ""))
-    df = df.filter(ok.fill_null(False))
-    if df.height == 0:
-        return None
+    df = df.with_columns(t=pl.col("msg").str.splitn(" ", 7), v=pl.col("msg").str.find(" via ", literal=True)).unnest("t", separator="_")
+    df = df.with_columns(c=pl.col("t_field_1").str.splitn("/", 2), s=pl.col("t_field_3").str.splitn("[", 2),
+                         d=pl.col("t_field_5").str.splitn("[", 2)).unnest("c", "s", "d", separator="_")
+    dir_t = pl.col("t_field_6")
     return df.select(
-        "i", "host", "pid", "tid", "cuda_dev", "kw", "via", "channel", "conn_index", "src_rank", "dst_rank",
-        "src_br", "dst_br", direction=pl.when(pl.col("n") == 7).then(pl.col("dir_t").str.strip_chars("[]")))
+        "i", "host", "pid", "tid", "cuda_dev", kw="t_field_0",
+        via=pl.col("msg").str.slice(pl.col("v") + 5).str.strip_chars_end(" \t\r\n"),
+        channel=pl.col("c_field_0").cast(pl.Int32), conn_index=pl.col("c_field_1").cast(pl.Int32),
+        src_rank=pl.col("s_field_0").cast(pl.Int32), dst_rank=pl.col("d_field_0").cast(pl.Int32),
+        src_br=pl.col("s_field_1").str.strip_suffix("]").fill_null(""), dst_br=pl.col("d_field_1").str.strip_suffix("]").fill_null(""),
+        direction=pl.when(dir_t.str.starts_with("[send]")).then(pl.lit("send"))
+        .when(dir_t.str.starts_with("[receive]")).then(pl.lit("receive")))
 
 
 def _colls(df: pl.DataFrame) -> pl.DataFrame | None:
-    """``Op: opCount X sendbuff P recvbuff P count N datatype D op R root T comm P [nranks=N] stream P``."""
+    """``Op: opCount X sendbuff P recvbuff P count N datatype D op R root T comm P [nranks=N] stream P``.
+
+    Rows already have :data:`_COLL_SHAPE` (and no trailing CR/LF), so the fields are the tokens at
+    fixed positions of a split on spaces; 21 parts keep ``stream``'s value a token of its own.
+    """
     if df.height == 0:
         return None
-    df = df.with_columns(t=pl.col("msg").str.split(" "))
-    t = lambda k: _tok("t", k)  # noqa: E731
-    lits = {1: "opCount", 3: "sendbuff", 5: "recvbuff", 7: "count", 9: "datatype", 11: "op", 13: "root", 15: "comm"}
-    ok = pl.lit(True)
-    for k, word in lits.items():
-        ok = ok & (t(k) == word)
-    nr17 = t(17).str.starts_with("[nranks=")
-    df = df.with_columns(
-        op=t(0).str.strip_suffix(":"), op_count=pl.when(t(2).str.len_chars() <= 15).then(t(2).str.to_integer(base=16, strict=False)),
-        count=_uint(t(8), pl.Int64), datatype=_int(t(10)), redop=_int(t(12)), root=_int(t(14)),
-        nranks=pl.when(nr17).then(_uint(t(17).str.slice(8).str.strip_suffix("]"))),
-        stream=pl.when(t(17) == "stream").then(t(18)).when(t(18) == "stream").then(t(19)))
-    ok = (ok & t(0).str.ends_with(":") & pl.col("op").str.contains(r"^\w+$") & pl.col("op_count").is_not_null()
-          & pl.col("count").is_not_null() & pl.col("datatype").is_not_null() & pl.col("redop").is_not_null()
-          & pl.col("root").is_not_null() & t(16).is_not_null()
-          & (nr17.is_null() | ~nr17 | pl.col("nranks").is_not_null()))
-    df = df.filter(ok.fill_null(False))
-    if df.height == 0:
-        return None
-    return df.select("i", "host", "pid", "tid", "cuda_dev", "op", "op_count", "count", "datatype", "redop", "root",
-                     "nranks", "stream", sendbuff=t(4), recvbuff=t(6), comm_ptr=t(16))
+    df = df.with_columns(t=pl.col("msg").str.splitn(" ", 21)).unnest("t", separator="_")
+    t = lambda k: pl.col(f"t_field_{k}")  # noqa: E731
+    nr = t(17).str.starts_with("[nranks=").fill_null(False)
+    return df.select(
+        "i", "host", "pid", "tid", "cuda_dev", op=t(0).str.strip_suffix(":"), op_count=t(2).str.to_integer(base=16),
+        count=t(8).cast(pl.Int64), datatype=t(10).cast(pl.Int32), redop=t(12).cast(pl.Int32), root=t(14).cast(pl.Int32),
+        nranks=pl.when(nr).then(t(17).str.slice(8).str.strip_suffix("]").cast(pl.Int32)),
+        stream=pl.when(nr & (t(18) == "stream") & (t(19) != "")).then(t(19))
+        .when(~nr & (t(17) == "stream") & (t(18) != "")).then(t(18)),
+        sendbuff=t(4), recvbuff=t(6), comm_ptr=t(16))
 
 
 # -- finishing rows (after the per-line handlers ran on the rest of the block) ----------------
@@ -237,7 +292,7 @@ def _finish_connections(state: LogState, df: pl.DataFrame, base: int, snapshot: 
         printer_rank=pl.when(pl.col("direction") == "receive").then("dst_rank").otherwise("src_rank"),
         inter_node=pl.when(pl.col("transport").is_in(["P2P", "SHM"])).then(False),
         file=pl.lit(state.label), transport_detail=pl.col("via"))
-    for cid, r, h in df.filter(pl.col("comm_id").is_not_null()).select("comm_id", "printer_rank", "host").unique().iter_rows():
+    for cid, r, h in df.filter(pl.col("comm_id").is_not_null()).select("comm_id", "printer_rank", "host").unique(maintain_order=True).iter_rows():
         state.rank_host[(cid, r)] = h
     state.add_arrow("nccl_connections", df.select(NCCL_CONNECTIONS.schema.names).to_arrow())
 

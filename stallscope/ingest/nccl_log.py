@@ -3,9 +3,12 @@
 The file is read as a stream of blocks (plain or gzip, :class:`~stallscope.ingest.source.ByteStream`)
 and cut into lines here, so memory does not grow with the file. Each line is routed cheaply:
 
+* connection and COLL lines are parsed a block at a time (:mod:`stallscope.ingest.nccl_bulk`),
+  which also cuts the prefix of the other INFO lines;
 * lines containing ``NCCL`` carry either the standard prefix ``host:pid:tid [dev] NCCL INFO|WARN``
   (found anywhere in the line, after any launcher wrapper) and go to the message handlers of
-  :mod:`stallscope.ingest.nccl_messages`, or are PyTorch ProcessGroupNCCL watchdog lines
+  :mod:`stallscope.ingest.nccl_messages` (each distinct message parsed once per file where the
+  handler allows, :mod:`stallscope.ingest.nccl_memo`), or are PyTorch ProcessGroupNCCL watchdog lines
   (:mod:`stallscope.ingest.watchdog`) or a bare ``NCCL version`` line;
 * nccl-tests output (``#`` headers, the result table) goes to :mod:`stallscope.ingest.nccl_tests`;
 * when the first block has no NCCL prefix at all (the poster stripped it), every line is tried
@@ -39,6 +42,9 @@ from stallscope.ingest.writer import PartWriter
 
 #: a "line" longer than this without a newline is junk (bounded memory on binary input)
 MAX_LINE_BYTES = 1 << 20
+#: decompressed bytes parsed at a time: the columnar work has a per-block cost, so blocks are larger
+#: than the stream's default (memory stays a small multiple of this)
+BLOCK_BYTES = 8 << 20
 
 
 def parse_nccl_log(path: str | Path, *, label: str | None = None, out: PartWriter | None = None,
@@ -55,7 +61,7 @@ def parse_nccl_log(path: str | Path, *, label: str | None = None, out: PartWrite
     collected: dict[str, list[pa.Table]] = {}
     sink = out if out is not None else _Collector(collected)
     state = LogState(label=label, sink=sink, on_flush=_before_flush)
-    stream = ByteStream(path, block=block_size) if block_size else ByteStream(path)
+    stream = ByteStream(path, block=block_size or BLOCK_BYTES)
     try:
         _parse_stream(state, stream)
     except OSError as exc:
@@ -138,7 +144,8 @@ def _parse_block(state: LogState, data: bytes, base: int, offset: int, bare: boo
         return len(lines)
     arr, offs = la
     n = len(arr)
-    block = nccl_bulk.prepare(arr)
+    has_nul = b"\x00" in data
+    block = nccl_bulk.prepare(arr, offs, feed=not has_nul)
     nccl = np.zeros(n, dtype=bool)
     nccl[block.nccl] = True
     rest = nccl.copy()
@@ -149,7 +156,6 @@ def _parse_block(state: LogState, data: bytes, base: int, offset: int, bare: boo
         rest |= ~nccl
     else:
         rest |= starts_hash
-    has_nul = b"\x00" in data
     if has_nul:
         nul = pc.match_substring(arr, "\x00").to_numpy(zero_copy_only=False) & ~nccl
         if nul.any():
@@ -157,8 +163,19 @@ def _parse_block(state: LogState, data: bytes, base: int, offset: int, bare: boo
             rest &= ~nul
             if state.junk_offset is None:
                 state.junk_offset = offset + int(offs[np.flatnonzero(nul)[0]])
+    # lines whose prefix the bulk path cut go straight to the message handlers: fed[i] = their row
+    fed = np.full(n, -1, dtype=np.int64)
+    fed[block.fed] = np.arange(len(block.fed))
+    msgs, hosts, pids, tids, devs = block.fed_fields or ([], [], [], [], [])
+    dispatch = nccl_messages.dispatch
     snapshot = dict(state.thread_comm)
-    for i in np.flatnonzero(rest).tolist():
+    idx = np.flatnonzero(rest)
+    for i, k in zip(idx.tolist(), fed[idx].tolist()):
+        if k >= 0:
+            if not dispatch(state, msgs[k], hosts[k], pids[k], tids[k], devs[k], base + i + 1):
+                _unknown(state, data[offs[i]:offs[i + 1] - 1].decode("utf-8", "replace").rstrip("\r"),
+                         partial(_offset_in_block, offs, i, offset))
+            continue
         raw = data[offs[i]:offs[i + 1] - 1]
         _line(state, raw, base + i + 1, partial(_offset_in_block, offs, i, offset), False, has_nul)
     nccl_bulk.finish(state, block, base, snapshot)

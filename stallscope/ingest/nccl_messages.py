@@ -18,7 +18,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stallscope.ingest import nccl_errors, nccl_setup, nccl_topology
+from stallscope.ingest import nccl_errors, nccl_memo, nccl_setup, nccl_topology
 from stallscope.ingest.nccl_state import opt_int
 from stallscope.ingest.schemas import nccl as F
 
@@ -307,26 +307,44 @@ _TOPO_HEADS = ("CPU/", "GPU/", "NIC/", "PCI/", "NVS/", "C2C/", "GIN/", "+ ", "==
 
 
 def dispatch(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
-    """Route one INFO message to its handler; True when some handler understood it."""
+    """Route one INFO message to its handler; True when some handler understood it.
+
+    Handlers of messages that repeat from rank to rank parse each distinct message once
+    (:mod:`stallscope.ingest.nccl_memo`); the others run on every line.
+    """
+    rep = state.memo.get(msg)  # a message seen before, with a pure handler: no routing needed
+    if rep is not None:
+        return rep.apply(state, host, pid, tid, dev, ln)
+    h = _route(msg)
+    if h in _PER_LINE or (h is channel_line and "->" in msg) or (h is ring_line and " via " in msg):
+        return h(state, msg, host, pid, tid, dev, ln)
+    return nccl_memo.dispatch(state, state.memo, h, msg, host, pid, tid, dev, ln)
+
+
+def _route(msg: str) -> Handler:
+    """The handler of one INFO message: by its first word (a dict lookup), then by a few substrings."""
     sp = msg.find(" ")
     tok = msg if sp < 0 else msg[:sp]
     h = _HANDLERS.get(tok)
     if h is not None:
-        return h(state, msg, host, pid, tid, dev, ln)
+        return h
     if tok.endswith(":") and " opCount " in msg:
-        return coll_line(state, msg, host, pid, tid, dev, ln)
+        return coll_line
     if tok.startswith("NET/"):
-        if F.TOPO_PATH_RE.match(msg):
-            return nccl_topology.topology(state, msg, host, pid, tid, dev, ln)
-        return nccl_setup.net_line(state, msg, host, pid, tid, dev, ln)
+        return nccl_topology.topology if F.TOPO_PATH_RE.match(msg) else nccl_setup.net_line
     if " -> " in msg:
-        return nccl_errors.trace_line(state, msg, host, pid, tid, dev, ln)
+        return nccl_errors.trace_line
     if " set by environment to " in msg:
-        return nccl_setup.env_line(state, msg, host, pid, tid, dev, ln)
+        return nccl_setup.env_line
     if tok.startswith("nccl") and " comm " in msg:
-        return nccl_setup.comm_line(state, msg, host, pid, tid, dev, ln)
+        return nccl_setup.comm_line
     if tok.isdigit():
-        return channels_summary(state, msg, host, pid, tid, dev, ln)
+        return channels_summary
     if msg[:1] == " " or msg.startswith(_TOPO_HEADS):
-        return nccl_topology.topology(state, msg, host, pid, tid, dev, ln)
-    return nccl_setup.fact_line(state, msg, host, pid, tid, dev, ln)
+        return nccl_topology.topology
+    return nccl_setup.fact_line
+
+
+#: handlers that keep per-thread state or see unique messages (connections, COLL): never memoized
+_PER_LINE: frozenset[Handler] = frozenset({connection, coll_line, nccl_setup.comm_line, nccl_setup.version_message,
+                                           nccl_topology.topology})

@@ -124,6 +124,8 @@ class LogState:
     #: per-thread topology-dump state: indentation column -> node, and the graph-search counter
     topo_cols: dict[Key, dict[int, str]] = field(default_factory=dict)
     graph_seq: dict[Key, int] = field(default_factory=dict)
+    #: distinct INFO message -> its recorded effects, or None when its handler is not pure (nccl_memo)
+    memo: dict[str, Any] = field(default_factory=dict)
     #: inside an nccl-tests result table
     tests_table: bool = False
     unknown: int = 0

@@ -16,7 +16,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from stallscope.errors import IngestError
-from stallscope.ingest import nccl_bulk, nccl_messages
+from stallscope.ingest import nccl_bulk, nccl_memo, nccl_messages
 from stallscope.ingest.nccl_log import parse_nccl_log
 from stallscope.ingest.schemas.nccl import FINGERPRINTS, version_range
 from stallscope.store.schema.nccl import NCCL_COLLS, NCCL_CONNECTIONS, NCCL_TABLES
@@ -396,6 +396,80 @@ def test_all_real_logs_agree_between_paths_and_over_small_blocks(tmp_path: Path)
             if "line_no" in a.columns:
                 a, b = a.sort("line_no", maintain_order=True), b.sort("line_no", maintain_order=True)
             assert_frame_equal(a, b)
+
+
+# -- the bulk path's edges, and the per-message memo ---------------------------------------------
+
+#: lines at the edge of what the bulk path takes: each must give the per-line path's rows, whether
+#: bulk parses it or hands it back (``parse`` compares the two paths)
+BULK_EDGES = [
+    " [3] NCCL INFO Ring 00 : 15[41000] -> 0[1b000] [receive] via NET/IB/0",  # no host:pid:tid (NCCL 2.5)
+    "\t[3] NCCL INFO Channel 01 : 0[1b000] -> 1[1c000] via P2P/IPC",
+    "[3] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 stream 0x4",
+    " [3] NCCL INFO NCCL_IB_DISABLE set by environment to 0.",
+    P + "Channel 02/1 : 0[1b000] -> 1[1c000] via P2P/IPC/read   \r",  # trailing blanks and CR
+    P + "Channel 02 : 0[123456789] -> 1[1] via P2P/IPC",  # bracket too long for the bulk shape
+    P + "Channel 02 : 0[0] -> 1[1] via P2P/IPC\x1f",  # a blank only Python strips
+    P + "Channel 02 : 0[0] -> 1[1] via\tP2P/IPC",
+    P + "Channel 1234567890 : 0[0] -> 1[1] via P2P/IPC",
+    P + "Channel 03 : 0[0] -> 1[1] [send] via NET/IB/1/GDRDMA",
+    P + "AllReduce: opCount 2 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 [nranks=8] stream 0x4 extra",
+    P + "AllReduce: opCount 3 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 [nranks=8]",
+    P + "AllReduce: opCount 4 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 [nranks=12345678901] stream 0x4",
+    P + "AllReduce: opCount 5 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3\t[nranks=8] stream 0x4",
+    P + "AllReduce: opCount 6 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 [nranks=8] stream  0x4",
+    P + "AllReduce: opCount 7 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 [nranks=8] stream 0x4\r",
+    P + "Bootstrap: opCount 8 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 stream 0x4",
+    P + "AllReduce: opCount 0123456789abcdef sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 stream 0x4",
+    "h\u00e9:1:2 [0] NCCL INFO Channel 04 : 0[0] -> 1[1] via P2P/IPC",  # not ASCII: per-line
+    "\u00e9 node-2:7:8 [1] NCCL INFO Channel 04 : 0[0] -> 1[1] via P2P/IPC",
+    "[1,0]<stdout>:node-3:9:9 [2] NCCL INFO Channel 05 : 0[0] -> 1[1] via SHM/direct/direct",
+    "node-4:1:2 [x] NCCL INFO Channel 05 : 0[0] -> 1[1] via SHM/direct/direct",
+]
+
+
+def test_bulk_edges_agree_with_the_per_line_path(tmp_path: Path) -> None:
+    text = "".join(ln + "\n" for ln in BULK_EDGES)
+    info = parse(tmp_path, text)
+    assert info["df"]["nccl_connections"].height >= 10 and info["df"]["nccl_colls"].height >= 8
+    (nohost,) = conns(info)[:1]
+    assert (nohost["host"], nohost["pid"], nohost["cuda_dev"], nohost["channel"]) == (None, None, 3, 0)
+    parse(tmp_path, text, block_size=61)
+
+
+def _without_memo(f: Path) -> dict[str, Any]:
+    orig = nccl_memo.dispatch
+    nccl_memo.dispatch = lambda state, memo, h, msg, *a: h(state, msg, *a)  # type: ignore[assignment]
+    try:
+        return parse_nccl_log(f)
+    finally:
+        nccl_memo.dispatch = orig  # type: ignore[assignment]
+
+
+def _assert_same(a: dict[str, Any], b: dict[str, Any]) -> None:
+    for name in a["arrow"]:
+        da, db = pl.DataFrame(a["arrow"][name]), pl.DataFrame(b["arrow"][name])
+        if "line_no" in da.columns:
+            da, db = da.sort("line_no", maintain_order=True), db.sort("line_no", maintain_order=True)
+        assert_frame_equal(da, db)
+    assert (a["warnings"], a["fingerprints"]) == (b["warnings"], b["fingerprints"])
+
+
+def test_memo_replays_what_the_handlers_add(tmp_path: Path) -> None:
+    """Every real log, and a job whose ranks repeat each setup line: same rows with the memo as without."""
+    for f in sorted(LOGS.glob("*.log")):
+        _assert_same(parse_nccl_log(f), _without_memo(f))
+    # (connection and communicator lines are never memoized; repeated here they would put one rank of a
+    # communicator on several hosts)
+    setup = [m for f in sorted(LOGS.glob("*.log")) for ln in f.read_text(errors="replace").splitlines()
+             if "NCCL INFO " in ln for m in [ln.split("NCCL INFO ", 1)[1]] if " via " not in m and "comm " not in m]
+    text = "".join(f"node-{r % 3}:{100 + r}:{200 + r} [{r % 8}] NCCL INFO {m}\n" for r in range(4) for m in setup)
+    text += "".join(f" [{r}] NCCL INFO {m}\n" for r in range(2) for m in setup[:50])
+    f = tmp_path / "ranks.log"
+    f.write_text(text)
+    a = parse_nccl_log(f)
+    _assert_same(a, _without_memo(f))
+    assert a["tables"]["nccl_env"] > 0 and a["tables"]["nccl_net"] > 0
 
 
 def test_docs_cover_tables_views_and_fingerprints() -> None:
