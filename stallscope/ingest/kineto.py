@@ -212,8 +212,15 @@ _stream, _device, _corr, _ext, _dims, _types = (
     attrgetter("args." + a) for a in ("stream", "device", "correlation", "external_id", "input_dims", "input_type"))
 _GPU_CATS = pa.array(sorted(GPU_ACTIVITY_KIND))
 _RUNTIME_CATS = pa.array(sorted(RUNTIME_CATS))
-_COMM_CPU_RE = "^(" + "|".join(re.escape(p) for p in _COMM_CPU_PREFIXES) + ")"
-_COMM_KERNEL_RE = "^(" + "|".join(re.escape(p) for p in COMM_KERNEL_PREFIXES) + ")"
+
+
+def _starts_with_any(names: pa.Array, prefixes: tuple[str, ...]) -> np.ndarray:
+    """Mask of names starting with one of ``prefixes`` (a prefix test per prefix is several
+    times cheaper than one anchored regex alternation)."""
+    m = np.zeros(len(names), bool)
+    for p in prefixes:
+        m |= _mask(pc.starts_with(names, p))
+    return m
 
 
 def _ids(values: list[Any]) -> pa.Array:
@@ -293,7 +300,9 @@ def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
     acc.tmax = hi if acc.tmax is None else max(acc.tmax, hi)
 
     # -- subsets, selected with Arrow compute (C++) ------------------------------------------
-    comm_kernel = gpu & _mask(pc.match_substring_regex(name, _COMM_KERNEL_RE))
+    comm_kernel = np.zeros(n, bool)
+    if len(gpu_idx):
+        comm_kernel[gpu_idx] = _starts_with_any(name.take(pa.array(gpu_idx)), COMM_KERNEL_PREFIXES)
     if len(gpu_idx):
         sub = batch.take(pa.array(gpu_idx))
         acc.gpu.append(pa.table({
@@ -320,7 +329,7 @@ def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
         m = STEP_RE.match(X[i].name)
         if m:
             acc.steps.append((int(m.group(1)), int(ts[i]), int(dur[i])))
-    commm = (cpu & _mask(pc.match_substring_regex(name, _COMM_CPU_RE))) | comm_kernel
+    commm = (cpu & _starts_with_any(name, _COMM_CPU_PREFIXES)) | comm_kernel
     for i in np.nonzero(commm)[0]:
         e = X[i]
         a = e.args
