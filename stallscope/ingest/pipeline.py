@@ -411,6 +411,7 @@ def _attach_hosts(writer: JobWriter, rank_rows: list[dict[str, Any]]) -> None:
         elif r["file"] in dir_host:
             r["host"], r["host_source"] = dir_host[r["file"]], "directory"
     _infer_blocks(rank_rows)
+    _device_blocks(rank_rows)
 
 
 def _infer_blocks(rank_rows: list[dict[str, Any]]) -> None:
@@ -436,6 +437,33 @@ def _infer_blocks(rank_rows: list[dict[str, Any]]) -> None:
         b = r["rank"] // g
         r["host"] = block_host.get(b, f"host-of-ranks-{b * g}-{b * g + g - 1}")
         r["host_source"] = "inferred"
+
+
+def _device_blocks(rank_rows: list[dict[str, Any]]) -> None:
+    """No host known at all: group ranks by the GPU each one drives.
+
+    Launchers give a host a block of G consecutive ranks and each process drives the GPU of its
+    local rank (``torch.cuda.set_device(local_rank)``), so when rank r's kernels run on device
+    ``r mod G`` for every rank (devices 0..G-1, G >= 2, the world a multiple of G, and no rank
+    seeing fewer than G GPUs), blocks of G ranks are hosts: two ranks of one block cannot share
+    a host with another block without two processes driving one GPU. Named ``host-of-ranks-A-B``
+    (host_source ``device``). Jobs whose processes each see one GPU (device 0 everywhere) say
+    nothing here; the clock-based grouping of the analysis stage is then the fallback."""
+    if not rank_rows or any(r.get("host") for r in rank_rows):
+        return
+    rows = sorted(rank_rows, key=lambda r: r["rank"])
+    n = len(rows)
+    devs = [r.get("device_id") for r in rows]
+    if [r["rank"] for r in rows] != list(range(n)) or any(d is None for d in devs):
+        return
+    g = max(devs) + 1
+    if g < 2 or n % g or any(d != r % g for r, d in enumerate(devs)):
+        return
+    if any((r.get("device_count") or g) < g for r in rows):
+        return
+    for r in rows:
+        b = r["rank"] // g
+        r["host"], r["host_source"] = f"host-of-ranks-{b * g}-{b * g + g - 1}", "device"
 
 
 def _directory_hosts(rank_rows: list[dict[str, Any]]) -> dict[str, str]:

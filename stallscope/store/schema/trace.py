@@ -15,7 +15,7 @@ RANKS = TableSpec(
         C("rank", I32, "global rank (from `distributedInfo.rank`, else the file name, else ingest order)"),
         C("world_size", I32, "world size the trace declares (`distributedInfo.world_size`); null if absent"),
         C("host", STR, "host name (trace `host_name`, else NCCL log or manifest, else file name `host_pid` pattern); null if unknown"),
-        C("host_source", STR, "where `host` came from: trace | nccl_log | manifest | file_name"),
+        C("host_source", STR, "where `host` came from: trace | file_name | nccl_log | manifest | directory | inferred (block of a known host's size) | device (blocks of ranks driving GPUs 0..G-1) | clock (ranks sharing a clock)"),
         C("pid", I64, "main process id (the pid of the process holding CPU events)"),
         C("local_rank", I32, "rank within its host when known (manifest), else null"),
         C("backend", STR, "`distributedInfo.backend`: nccl, gloo, ... (null for non-distributed traces)"),

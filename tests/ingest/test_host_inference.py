@@ -1,0 +1,41 @@
+"""Hosts of ranks whose traces do not name them: blocks of a known host's size, or of the GPUs driven."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stallscope.ingest.pipeline import _device_blocks, _infer_blocks
+
+
+def _rows(devices: list[int | None], *, count: int | None = None, hosts: dict[int, str] | None = None) -> list[dict[str, Any]]:
+    return [{"rank": r, "device_id": d, "device_count": count, "host": (hosts or {}).get(r), "host_source": None}
+            for r, d in enumerate(devices)]
+
+
+def test_ranks_driving_gpus_0_to_g_minus_1_in_turn_form_hosts() -> None:
+    rows = _rows([0, 1, 2, 3] * 3, count=4)
+    _device_blocks(rows)
+    assert [r["host"] for r in rows] == ["host-of-ranks-0-3"] * 4 + ["host-of-ranks-4-7"] * 4 + ["host-of-ranks-8-11"] * 4
+    assert {r["host_source"] for r in rows} == {"device"}
+
+
+def test_no_device_pattern_no_hosts() -> None:
+    for rows in (_rows([0] * 8),  # one GPU visible per process: says nothing
+                 _rows([0, 1, 2, 3, 0, 1, 3, 2]),  # not rank mod G
+                 _rows([0, 1, 2, 3, 4, 5]),  # world not a multiple of G... G = 6 = world: one host is fine
+                 _rows([0, 1, None, 3]),  # a rank without GPU activity
+                 _rows([0, 1, 2, 3] * 2, count=2)):  # a process that sees 2 GPUs cannot drive device 3
+        before = [r["host"] for r in rows]
+        _device_blocks(rows)
+        if [r["device_id"] for r in rows] == [0, 1, 2, 3, 4, 5]:
+            assert {r["host"] for r in rows} == {"host-of-ranks-0-5"}
+        else:
+            assert [r["host"] for r in rows] == before
+
+
+def test_known_hosts_win_over_devices() -> None:
+    rows = _rows([0, 1, 0, 1], hosts={0: "a", 1: "a"})
+    _infer_blocks(rows)
+    _device_blocks(rows)
+    assert [r["host"] for r in rows] == ["a", "a", "host-of-ranks-2-3", "host-of-ranks-2-3"]
+    assert rows[2]["host_source"] == "inferred"
