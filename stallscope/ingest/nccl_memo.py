@@ -41,6 +41,13 @@ class _Slot:
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<{self.name}>"
 
+    def _used(self, *_: Any) -> Any:
+        """A handler that looks at a per-line value (tests it, compares, formats or hashes it) is
+        not pure: raising here makes :func:`dispatch` mark the message impure."""
+        raise TypeError(f"handler used the per-line value {self.name}")
+
+    __bool__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = __str__ = __format__ = _used  # type: ignore[assignment]
+
 
 HOST, PID, TID, DEV, LINE, COMM_ID, COMM_PTR = (_Slot(n, i) for i, n in enumerate(
     ("host", "pid", "tid", "dev", "line", "comm_id", "comm_ptr")))
