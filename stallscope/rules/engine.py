@@ -92,7 +92,9 @@ def arbitrate(ctx: Context, findings: list[Finding]) -> list[Finding]:
     for f in findings:
         if f.cause != "input":
             f.confidence = round(min(f.confidence, 1.0) * (1.0 if q >= 1.0 else 1.0), 3)
-    findings.sort(key=lambda f: (-(f.lost_time_fraction or 0.0), -SEVERITY_ORDER[f.severity], f.cause == "input", f.rule))
+    # severity first: a finding whose cost the traces cannot measure (no message sizes) but whose
+    # cause is certain (the logs say NET/Socket) keeps its stated severity above a measured minor one
+    findings.sort(key=lambda f: (-SEVERITY_ORDER[f.severity], -(f.lost_time_fraction or 0.0), f.cause == "input", f.rule))
     return findings
 
 

@@ -34,6 +34,8 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     "healthy_tp": ("healthy", 12, dict(logs="all", parallelism="tp_dp")),
     "imbalanced": ("healthy_imbalanced", 13, dict(logs="all")),
     "socket_logs": ("socket_fallback", 14, dict(logs="all")),
+    # older traces: no collective metadata, so no message sizes and no bandwidth to measure
+    "socket_nosizes": ("socket_fallback", 33, dict(logs="all", metadata=False, torch_variant="kineto_2022")),
     "degraded_logs": ("degraded_nic", 16, dict(logs="all", severity="severe", nodes=3)),
     "degraded_nologs": ("degraded_nic", 17, dict(logs="none", severity="severe", nodes=3)),
     # two hosts only: NCCL's lower graph bandwidth on one of them, corroborated by the transfers

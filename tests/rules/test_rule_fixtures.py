@@ -21,6 +21,7 @@ EXPECTED: dict[str, set[str]] = {
     "healthy_tp": set(),
     "imbalanced": set(),
     "socket_logs": {"FAB002"},
+    "socket_nosizes": {"FAB002"},
     "degraded_logs": {"FAB004"},
     "degraded_nologs": {"FAB001"},
     "degraded_manifest": {"FAB004"},
@@ -142,3 +143,12 @@ def test_replay_of_the_recording_is_the_recording(jobs: Any, name: str) -> None:
     tl = jobs[name].ctx.timeline
     assert tl is not None
     assert abs(replay(tl) - tl.makespan) <= 1.0
+
+
+def test_certain_cause_without_message_sizes_leads(jobs: Any) -> None:
+    """The logs say NET/Socket but the traces have no message sizes: the cost cannot be measured,
+    yet the finding keeps its severity and comes before any measured minor one."""
+    doc = jobs["socket_nosizes"].doc
+    first = next(f for f in doc["findings"] if f["cause"] != "input")
+    assert first["rule"] == "FAB002" and first["severity"] == "medium" and first["lost_time_fraction"] is None
+    assert "no message sizes" in first["summary"]

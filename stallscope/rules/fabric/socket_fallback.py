@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import polars as pl
+
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.fabric._bandwidth import REF_RDMA_GBPS, inter_transfers, socket_facts, transfers_at_bandwidth
@@ -67,7 +69,7 @@ class SocketFallback(Rule):
                       f"({REF_RDMA_GBPS:.0f} GB/s) the job would be at least {fmt_pct(lost)} shorter"
                       + (f", up to {fmt_pct(lost_rail)} with one NIC per GPU." if lost_rail is not None and lost_rail > lost + 0.005 else ".")
                       if bw is not None and lost is not None
-                      else "The bundle has no traces of inter-node collectives to measure the cost."))
+                      else _unmeasured(ctx)))
         ev = [
             Evidence("network NCCL selected, per host",
                      f"SELECT DISTINCT host, net, plugin FROM nccl_net WHERE {ctx.where} AND kind = 'selected' ORDER BY host", None),
@@ -89,3 +91,14 @@ class SocketFallback(Rule):
         if lost is None:
             f.severity = "medium"
         return [f]
+
+
+def _unmeasured(ctx: Context) -> str:
+    """Why the cost is not measured, and what the traces still show."""
+    n_inter = ctx.d.instances.filter(pl.col("scope") == "inter").height if ctx.d.instances.height else 0
+    if not n_inter:
+        return "The bundle has no traces of inter-node collectives to measure the cost."
+    f = ctx.features
+    exposed = float(f["comm_inter_frac"].median() or 0.0) if "comm_inter_frac" in f.columns and f.height else 0.0
+    return (f"The traces carry no message sizes (no collective metadata), so the bandwidth and the time lost cannot be "
+            f"measured; exposed inter-node communication takes {exposed:.0%} of the median rank's time.")
