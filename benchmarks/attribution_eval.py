@@ -12,8 +12,9 @@ Scoring (stated here so the numbers mean something):
   their truth is ``none``).
 * **culprit accuracy**, over bundles whose cause was predicted right and whose truth names
   culprits: a job-wide truth (all ranks) needs a job-wide finding (≥ 90 % of the ranks); a host
-  culprit needs the finding's hosts to equal the truth's hosts; a rank culprit needs the finding's
-  ranks to equal the truth's ranks.
+  culprit needs the finding's hosts to equal the truth's hosts (when the bundle names no host and
+  the finding's host is inferred, ``host-of-ranks-A-B``, its ranks must equal the truth's ranks);
+  a rank culprit needs the finding's ranks to equal the truth's ranks.
 * **false-positive rate** = healthy bundles (truth ``none``) with any finding ≥ medium.
 
 ``--without-logs`` re-runs every bundle with its NCCL logs removed (traces only), the other
@@ -80,6 +81,9 @@ def evaluate_one(args: tuple[str, dict[str, Any], bool]) -> dict[str, Any]:
             culprit_ok = len(main["ranks"]) >= 0.9 * world or sorted(main["hosts"]) == sorted(doc["job"]["hosts"])
         elif tc in ("locality", "fabric") and th:
             culprit_ok = sorted(main["hosts"]) == th
+            if not culprit_ok and main["hosts"] and all(h.startswith("host-of-ranks-") for h in main["hosts"]):
+                # the bundle names no host (inferred from GPUs or clocks): the host's ranks must be the truth's
+                culprit_ok = sorted(main["ranks"]) == tr
         else:
             culprit_ok = sorted(main["ranks"]) == tr
     return {"name": entry["name"], "scenario": entry["scenario"], "truth": tc, "pred": pred, "ok": pred == tc,
