@@ -103,6 +103,7 @@ def match_rows(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
             continue  # every row says its group has exactly the channel's ranks: one group, nothing to split
         tol = CPU_COHERENT_END_NS if channel == "cpu" else COHERENT_END_NS
         groups = _coherent_groups(grp, tol, max(tol, SAME_HOST_END_NS))
+        groups = _equal_sized(groups, dict(zip(grp["rank"].to_list(), grp["host"].to_list())))
         if len(groups) > 1:
             for label, ranks in groups.items():
                 for r in ranks:
@@ -160,6 +161,31 @@ def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[
     for i, r in enumerate(ranks):
         out.setdefault(find(i), []).append(r)
     return {min(v): sorted(v) for v in out.values()}
+
+
+def _equal_sized(groups: dict[int, list[int]], host: dict[int, str]) -> dict[int, list[int]]:
+    """Groups of one stream come from one dimension of the parallelism (``new_group`` or a
+    DeviceMesh axis): they have equal sizes. When end-time coherence left unequal groups — the
+    smallest of size g, the larger ones each made of whole hosts holding g of their ranks — the
+    larger ones are groups of g that ran in lockstep on their hosts (tensor-parallel groups of
+    healthy hosts, beside one host that is slower), and are split by host."""
+    sizes = {len(v) for v in groups.values()}
+    if len(sizes) < 2:
+        return groups
+    g = min(sizes)
+    out: dict[int, list[int]] = {}
+    for ranks in groups.values():
+        if len(ranks) == g:
+            out[min(ranks)] = ranks
+            continue
+        parts: dict[str, list[int]] = {}
+        for r in ranks:
+            parts.setdefault(host.get(r, f"rank-{r}"), []).append(r)
+        if any(len(v) != g for v in parts.values()):
+            return groups  # not whole hosts of g ranks: keep what coherence found
+        for v in parts.values():
+            out[min(v)] = sorted(v)
+    return out
 
 
 def bus_factor(op: str, n: int) -> float:
