@@ -126,6 +126,13 @@ def _no_gdr(bundle: Path, truth: dict[str, Any]) -> None:
         p.write_text(text)
 
 
+def _drop_culprit_logs(bundle: Path, truth: dict[str, Any]) -> None:
+    """The culprit host's NCCL logs are missing (its log directory was not collected)."""
+    for host in truth["culprit_hosts"]:
+        for log in truth["bundle"]["nccl_logs"].get(host, []):
+            (bundle / log).unlink()
+
+
 def _manifest_ports(degraded: bool) -> Callable[[Path, dict[str, Any]], None]:
     """Add the collector's manifest with its ``/sys/class/infiniband`` probe per host: every port
     ACTIVE at the job's link rate; on the culprit host of a degraded NIC, one port trained down to
@@ -173,6 +180,9 @@ class Jobs:
                                               archive="dir", seed=29)
             elif name == "healthy_manifest":
                 self._jobs[name] = _generated(name, d, _manifest_ports(False), like="healthy", logs="none", nodes=3)
+            elif name == "xsock_other_logs":
+                self._jobs[name] = _generated(name, d, _drop_culprit_logs, like="xsock_logs", archive="dir", nodes=3,
+                                              severity="severe")
             elif name == "mixed_runs":
                 self._jobs[name] = _mixed_runs(d)
             else:

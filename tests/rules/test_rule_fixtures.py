@@ -37,6 +37,8 @@ EXPECTED: dict[str, set[str]] = {
     "p2p_nologs": {"LOC002"},
     "p2p_logs": {"LOC002"},
     "xsock_logs": {"LOC004"},
+    # the culprit's own log is missing: its CPU-side stalls and the collapsed bandwidth name it
+    "xsock_other_logs": {"LOC004"},
 }
 
 #: job -> input rules that must fire on it
@@ -152,3 +154,14 @@ def test_certain_cause_without_message_sizes_leads(jobs: Any) -> None:
     first = next(f for f in doc["findings"] if f["cause"] != "input")
     assert first["rule"] == "FAB002" and first["severity"] == "medium" and first["lost_time_fraction"] is None
     assert "no message sizes" in first["summary"]
+
+
+def test_trace_path_of_loc004_names_the_host_apart(jobs: Any) -> None:
+    """LOC004 without the host's log: it stands apart by host-side stalls; it does not fire on a
+    degraded link or on sockets, whose hosts' CPUs are alike."""
+    j = jobs["xsock_other_logs"]
+    f = j.fired()["LOC004"]
+    assert f["hosts"] == j.truth["culprit_hosts"] and f["details"]["affects_inter_node"]
+    assert "no NCCL log" in f["summary"]
+    for name in ("degraded_logs", "degraded_nologs", "socket_logs", "healthy", "hoststall"):
+        assert "LOC004" not in jobs[name].fired(raw=True), name

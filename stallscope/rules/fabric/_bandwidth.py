@@ -15,6 +15,9 @@ REF_RDMA_GBPS = 10.0
 #: "far below what any RDMA transport gives": under 70 % of the single-NIC reference (one 100 Gb/s
 #: NIC at the 85 % nccl-tests efficiency gives 10.6 GB/s; TCP sockets and a link trained down fall below)
 COLLAPSE_GBPS = 0.7 * REF_RDMA_GBPS
+#: "far below" what the fabric should give: under this share of it (nccl-tests reach ~85 % of NCCL's
+#: graph bandwidth in isolation; collectives overlapped with compute keep well above 60 % of that)
+FAR_BELOW = 0.6
 #: messages smaller than this are latency-bound: their bandwidth says little about the fabric
 MIN_BW_BYTES = 1 << 20
 #: an inter-node transfer this long is bandwidth-bound even when its size is unknown
@@ -241,3 +244,20 @@ def transfers_scaled(ctx: Context, factor: float) -> dict[int, float]:
         & ((pl.col("bytes") >= 64 << 10) | (pl.col("bytes").is_null() & (pl.col("transfer_ns") >= UNSIZED_BW_NS))))
     pos_of = {int(i): p for p, i in enumerate(tl.inst_ids.tolist())}
     return {pos_of[int(i)]: float(t) / factor for i, t in inst.select("instance_id", "transfer_ns").iter_rows() if int(i) in pos_of}
+
+
+def inter_far_below(ctx: Context, *, without: str | None = None) -> tuple[bool, pl.DataFrame, float, float, str]:
+    """Whether bandwidth-bound inter-node collectives, whose members arrive together, move bytes
+    far below what the fabric should give (``without``: as if that host were like its peers).
+
+    Returns (far below, the instances, per-host bus bandwidth achieved (median, GB/s), expected
+    per host, basis of the expectation). "Far below" is under FAR_BELOW of the expectation, or —
+    with no expectation from logs or manifest — under the RDMA collapse threshold."""
+    inter = inter_expectations(ctx, without=without)
+    if inter.height < 3 or not arrive_together(inter):
+        return False, inter, 0.0, 0.0, "reference"
+    expected, basis = expected_busbw(ctx, without=without)
+    # per-host equivalent: what the host's NICs carried, given the group's share of them
+    host_bw = float((inter["busbw_gbps"] / inter["share"]).median())
+    far = host_bw < FAR_BELOW * expected if basis != "reference" else host_bw < COLLAPSE_GBPS
+    return far, inter, host_bw, expected, basis

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.fabric._bandwidth import (
-    COLLAPSE_GBPS, arrive_together, expected_busbw, inter_expectations, socket_facts, transfers_at_bandwidth)
-
-
-#: "far below" what the fabric should give: under this share of it (nccl-tests reach ~85 % of NCCL's
-#: graph bandwidth in isolation; collectives overlapped with compute keep well above 60 % of that)
-FAR_BELOW = 0.6
+from stallscope.rules.fabric._bandwidth import COLLAPSE_GBPS, inter_far_below, socket_facts, transfers_at_bandwidth
 
 
 class LowInterNodeBandwidth(Rule):
@@ -50,16 +44,10 @@ class LowInterNodeBandwidth(Rule):
     cause = "fabric"
 
     def check(self, ctx: Context) -> list[Finding]:
-        inter = inter_expectations(ctx)
-        if inter.height < 3 or not arrive_together(inter):
-            return []
-        bw = float(inter["busbw_gbps"].median())
-        expected, basis = expected_busbw(ctx)
-        # per-host equivalent: what the host's NICs carried, given the group's share of them
-        host_bw = float((inter["busbw_gbps"] / inter["share"]).median())
-        far_below = host_bw < FAR_BELOW * expected if basis != "reference" else host_bw < COLLAPSE_GBPS
+        far_below, inter, host_bw, expected, basis = inter_far_below(ctx)
         if not far_below:
             return []
+        bw = float(inter["busbw_gbps"].median())
         facts = socket_facts(ctx)
         if facts.get("socket_hosts"):
             return []  # FAB002 names the cause

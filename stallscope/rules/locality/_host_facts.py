@@ -1,6 +1,9 @@
-"""Shared by LOC003/LOC004: time lost by a host that the logs single out."""
+"""Shared by LOC003/LOC004: time lost by a host that the logs single out; a host whose ranks all
+stall on the CPU side far more than every other host's."""
 
 from __future__ import annotations
+
+import polars as pl
 
 from stallscope.rules.context import Context
 from stallscope.rules.locality._intra import intra_transfer_fix
@@ -35,3 +38,30 @@ def host_lost(ctx: Context, host: str, *, intra: bool, inter: bool = False) -> f
         if v is not None and (best is None or v > best):
             best = v
     return best
+
+
+#: a host stands apart when each of its ranks stalls on the host at least this many times more
+#: than the median rank of every other host ...
+APART_FACTOR = 3.0
+#: ... and for at least this share of the step
+APART_MIN_FRAC = 0.03
+
+
+def host_apart_by_stall(ctx: Context) -> tuple[str, float] | None:
+    """The one host whose every rank spends far more time stalled on the host (device idle,
+    nothing launched) than the ranks of every other host -> (host, its least-stalled rank's share
+    of the step). Placement on one host (processes on the far NUMA node, a NIC across the CPU
+    sockets whose proxy threads and copies cross the inter-socket link) slows *all* its processes
+    on the CPU side; one busy rank (rank 0 logging) or a job-wide input pipeline does not single
+    out a host. None when no host, or more than one, stands apart."""
+    f = ctx.features
+    if f.height == 0 or "host_stall_ns" not in f.columns or f["host"].n_unique() < 2:
+        return None
+    per = f.group_by("host").agg(pl.col("host_stall_ns").min().alias("lo"), pl.col("host_stall_ns").median().alias("med"),
+                                 pl.col("host_stall_frac").min().alias("lo_frac"), pl.len().alias("n"))
+    apart = []
+    for h, lo, _med, lo_frac, n in per.iter_rows():
+        others = per.filter(pl.col("host") != h)["med"].max()
+        if n >= 2 and lo_frac is not None and lo_frac >= APART_MIN_FRAC and lo >= APART_FACTOR * max(float(others or 0), 1.0):
+            apart.append((h, float(lo_frac)))
+    return apart[0] if len(apart) == 1 else None

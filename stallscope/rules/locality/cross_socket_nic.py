@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from stallscope.rules.base import Finding, Rule, fmt_pct
+from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.locality._host_facts import host_lost
+from stallscope.rules.locality._host_facts import host_apart_by_stall, host_lost
 from stallscope.rules.placement import log_hosts, placement_differences
 
 
@@ -14,7 +14,12 @@ class CrossSocketNic(Rule):
     What it detects:
         NCCL logs in which one host — unlike its peers — has a GPU–NIC path of type SYS/NODE in
         its topology graph search, inter-node connections without GPUDirect RDMA while the
-        others have it, or a different CPU affinity for its GPUs.
+        others have it, or a different CPU affinity for its GPUs. Without that host's log: the
+        one host whose every rank stalls on the CPU side several times more than the ranks of
+        every other host, while inter-node collectives (members arriving together) move bytes
+        far below what the fabric gives (FAB001's test, with the host counted like its peers) —
+        a placement problem of that host explains both; a degraded link or TCP sockets would
+        not stall one host's CPUs.
 
     Why it slows the job:
         Traffic that crosses the inter-socket link (UPI/xGMI) loses bandwidth and cannot use
@@ -33,7 +38,9 @@ class CrossSocketNic(Rule):
         PCIe/ACS settings and that the host has the same wiring as its peers.
 
     Options:
-        Requires NCCL logs from the host and at least one peer.
+        The log path needs NCCL logs from the host and at least one peer. The trace path needs
+        every rank of the host to stall on the host ≥ 3x the median rank of each other host and
+        for ≥ 3 % of the step; it reports with lower confidence.
     """
 
     code = "LOC004"
@@ -41,10 +48,12 @@ class CrossSocketNic(Rule):
     cause = "locality"
 
     def check(self, ctx: Context) -> list[Finding]:
+        out = self._from_traces(ctx)
         if len(log_hosts(ctx)) < 2:
-            return []
-        out = []
+            return out
         for host in ctx.d.hosts:
+            if any(f.hosts == [host] for f in out):
+                continue
             diffs = placement_differences(ctx, host)
             items = [t for t in diffs.items if "socket" in t or "GPUDirect" in t or "affinity" in t]
             if not items:
@@ -67,3 +76,43 @@ class CrossSocketNic(Rule):
                 f.severity = "low"
             out.append(f)
         return out
+
+    def _from_traces(self, ctx: Context) -> list[Finding]:
+        """A host without its own NCCL log that stands apart by host-side stalls while the job's
+        inter-node bandwidth collapsed."""
+        from stallscope.rules.fabric._bandwidth import inter_far_below
+
+        apart = host_apart_by_stall(ctx)
+        if apart is None:
+            return []
+        host, stall_frac = apart
+        if host in log_hosts(ctx):
+            return []  # its log is there: the log path decides
+        far, _, host_bw, expected, basis = inter_far_below(ctx, without=host)
+        if not far:
+            return []
+        lost = host_lost(ctx, host, intra=False, inter=True)
+        if lost is None or lost < 0.01:
+            return []
+        why = {"nccl_graph": "what NCCL's topology search gives the other hosts' NICs", "nic_rate": "the other hosts' port rates",
+               "nic_count": "the RDMA NICs the other hosts' logs list", "reference": "any RDMA fabric"}[basis]
+        summary = (f"Every rank of {host} stalls on the CPU side for at least {stall_frac:.0%} of the step, several times more "
+                   f"than the ranks of every other host, while inter-node collectives reach {host_bw:.1f} GB/s per host, far below "
+                   f"{why} (~{expected:.0f} GB/s). A placement problem of {host} — its processes on the far NUMA node, its NIC "
+                   f"across the CPU sockets — explains both (a degraded link or TCP sockets would not stall one host's CPUs); "
+                   f"the bundle has no NCCL log of {host} to confirm it. Replaying with {host} like its peers saves "
+                   f"{fmt_pct(lost)} of the job.")
+        ev = [Evidence("host-side stall per host (mean per rank and step): one host stands apart",
+                       f"SELECT host, ranks, round(host_stall_ms, 2) AS host_stall_ms, round(step_ms, 2) AS step_ms, "
+                       f"round(comm_inter_ms, 2) AS comm_inter_ms FROM host_breakdown WHERE {ctx.where} ORDER BY host_stall_ms DESC",
+                       round(stall_frac, 3)),
+              Evidence("bus bandwidth of inter-node collectives by op and size",
+                       f"SELECT op, members, bytes, instances, round(busbw_gbps_median, 3) AS busbw_gbps FROM collective_bandwidth "
+                       f"WHERE {ctx.where} AND scope = 'inter' ORDER BY bytes DESC", round(host_bw, 3))]
+        return [Finding(rule=self.code, cause=self.cause, title=f"{host}: CPU-side stalls and collapsed inter-node bandwidth "
+                        "point at its GPU-NIC/NUMA placement", summary=summary, ranks=ctx.d.ranks_of(host), hosts=[host],
+                        lost_time_fraction=lost, confidence=ctx.quality * 0.6, evidence=ev,
+                        recommendation=f"Collect {host}'s NCCL log (NCCL_DEBUG=INFO) and nvidia-smi topo -m; bind its ranks to "
+                                       "their GPU's NUMA node and point NCCL_IB_HCA at the NIC on the GPU's PCIe switch.",
+                        details={"placement_differences": [], "affects_inter_node": True, "host_stall_frac": round(stall_frac, 4),
+                                 "basis": basis})]
