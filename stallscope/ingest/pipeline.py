@@ -310,12 +310,22 @@ def _worker_init() -> None:
 
 
 class _NoPandas:
-    """Import finder of parser processes: ``import pandas`` fails (pyarrow then does without)."""
+    """Import hook of parser processes: ``import pandas`` fails when executed (pyarrow then does
+    without), while ``importlib.util.find_spec("pandas")`` still answers (polars asks it at import
+    and imports pandas only when handed pandas objects, which parsers never do)."""
 
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name == "pandas" or name.startswith("pandas."):
-            raise ImportError("pandas is not used by stallscope's parser processes")
+            import importlib.util
+
+            return importlib.util.spec_from_loader(name, self)
         return None
+
+    def create_module(self, spec: Any) -> Any:
+        raise ImportError("pandas is not used by stallscope's parser processes")
+
+    def exec_module(self, module: Any) -> None:  # pragma: no cover - create_module raises first
+        raise ImportError("pandas is not used by stallscope's parser processes")
 
 
 # -- cross-file reconciliation ------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 import stallscope
 from stallscope.api import ingest
 from stallscope.store.layout import StoreLayout
-from tests.conftest import TRACES
+from tests.conftest import LOGS, TRACES
 
 GLOO = TRACES / "cpu_gloo"
 
@@ -77,6 +77,9 @@ def test_parallel_ingest_matches_in_process(tmp_path: Path) -> None:
     for p in sorted(GLOO.glob("rank*.pt.trace.json.gz")):
         (d / p.name).write_bytes(p.read_bytes())
     (d / "rank9.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1},')
+    # NCCL logs are parsed with polars in the workers too (which import no pandas)
+    for log in sorted((LOGS / "nccl").glob("*.log"))[:3]:
+        (d / log.name).write_bytes(log.read_bytes())
     (d / "junk.json.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
     one = ingest([d], store=tmp_path / "one", analyze=False, workers=1)
     two = ingest([d], store=tmp_path / "two", analyze=False, workers=3)
@@ -88,3 +91,7 @@ def test_parallel_ingest_matches_in_process(tmp_path: Path) -> None:
     w = stallscope.open(tmp_path / "two").sql("SELECT file, code FROM ingest_warnings ORDER BY file")
     assert ("rank9.pt.trace.json", "truncated") in w.rows()
     assert any(f == "junk.json.gz" for f, _ in w.rows())
+    files = stallscope.open(tmp_path / "two").sql("SELECT file, kind, status FROM files WHERE kind = 'nccl_log'")
+    assert files.height == 3 and set(files["status"]) == {"ok"}, files
+    assert stallscope.open(tmp_path / "two").sql("SELECT count(*) AS n FROM nccl_comms")["n"][0] == \
+        stallscope.open(tmp_path / "one").sql("SELECT count(*) AS n FROM nccl_comms")["n"][0]
