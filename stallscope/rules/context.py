@@ -34,6 +34,8 @@ MIN_LATE_SHARE = 0.01
 LATE_SIGMAS = 5.0
 #: a rank late in at least this share of steps is a persistent straggler
 PERSISTENT_SHARE = 0.7
+#: persistent late ranks covering at least this share of one host's ranks (and no other rank) are that host's
+HOST_SHARE = 0.75
 
 
 @dataclass
@@ -239,7 +241,15 @@ class Context:
                 late_steps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(chosen))
                 persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
         alt["inside"] = inside
-        if (host_best is not None and host_lost >= 1.25 * set_lost and host_lost >= 0.01 and host_lost >= 0.6 * jit
+        # the ranks late in most steps are (nearly) exactly one host's: the jitter what-if, which
+        # removes every rank's variation, also removes that host's systematic delay, so it is not
+        # the yardstick for the host (jitter is lateness spread over many ranks, no culprit)
+        persist = set(ls.persistent)
+        host_ranks = set(self.d.ranks_of(host_best)) if host_best is not None else set()
+        host_persistent = bool(persist) and persist <= host_ranks and len(persist) >= HOST_SHARE * len(host_ranks)
+        jit_bar = 0.0 if host_persistent else 0.6 * jit
+        alt["host_persistent"] = host_persistent
+        if (host_best is not None and host_lost >= 1.25 * set_lost and host_lost >= 0.01 and host_lost >= jit_bar
                 and not (minority and set_lost >= 0.5 * host_lost) and not (inside and set(inside) <= set(chosen))):
             hranks = self.d.ranks_of(host_best)
             hsteps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(hranks))
