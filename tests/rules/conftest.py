@@ -52,6 +52,9 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     "p2p_nologs": ("p2p_disabled_one_host", 23, dict(logs="none", parallelism="tp_dp")),
     "xsock_logs": ("cross_socket_nic_one_host", 24, dict(logs="all", graph_subsys=True, severity="moderate")),
     "xsock_nologs": ("cross_socket_nic_one_host", 25, dict(logs="none", severity="moderate", nodes=3)),
+    # subtle: the host's ranks are late in every step, by less than the job's jitter what-if recovers
+    "xsock_subtle": ("cross_socket_nic_one_host", 40, dict(logs="none", severity="subtle", nodes=4, parallelism="fsdp",
+                                                           noise="medium", steps=6)),
     "truncated": ("healthy", 26, dict(logs="none", truncate=1)),
     "few_steps": ("healthy", 27, dict(logs="none", steps=2)),
 }

@@ -34,6 +34,8 @@ EXPECTED: dict[str, set[str]] = {
     "jitter": {"SYN003"},
     "hoststall": {"SYN004"},
     "xsock_nologs": {"LOC001"},
+    # one host late in every step by less than the jitter what-if: still that host, not jitter
+    "xsock_subtle": {"LOC001"},
     "p2p_nologs": {"LOC002"},
     "p2p_logs": {"LOC002"},
     "xsock_logs": {"LOC004"},
@@ -165,3 +167,13 @@ def test_trace_path_of_loc004_names_the_host_apart(jobs: Any) -> None:
     assert "no NCCL log" in f["summary"]
     for name in ("degraded_logs", "degraded_nologs", "socket_logs", "healthy", "hoststall"):
         assert "LOC004" not in jobs[name].fired(raw=True), name
+
+
+def test_a_host_late_in_every_step_is_not_jitter(jobs: Any) -> None:
+    """The ranks late in most steps are exactly one host's: the verdict is that host even though
+    removing every rank's variation (the jitter what-if) would recover more."""
+    v = jobs["xsock_subtle"].ctx.sync_verdict
+    assert v.kind == "host" and v.alternatives["host_persistent"] and v.jitter_lost > v.lost
+    assert [v.host] == jobs["xsock_subtle"].truth["culprit_hosts"]
+    for name in ("jitter", "healthy", "imbalanced"):
+        assert not jobs[name].ctx.sync_verdict.alternatives.get("host_persistent"), name
