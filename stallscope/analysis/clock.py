@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 
 from stallscope.analysis.collectives import SYNCHRONOUS_OPS
+from stallscope.store.schema.trace import inferred_host
 
 ITERATIONS = 12
 REJECT_SPREADS = 5.0
@@ -234,4 +235,4 @@ def infer_hosts(offsets: pl.DataFrame, ranks: pl.DataFrame) -> dict[int, str]:
         best, prev_range = g, worst
     if best is None or best == n:
         return {}
-    return {r: f"host-of-ranks-{(r // best) * best}-{(r // best) * best + best - 1}" for r in range(n)}
+    return {r: inferred_host(r, best) for r in range(n)}

@@ -29,6 +29,7 @@ from stallscope.ingest.source import file_sha256
 from stallscope.ingest.writer import JobWriter
 from stallscope.store.layout import StoreLayout, check_job_id
 from stallscope.store.schema import table as table_spec
+from stallscope.store.schema.trace import inferred_host
 from stallscope.store.schema import tables as all_tables
 
 #: kinds parsed by a worker, and the function that parses each
@@ -445,7 +446,7 @@ def _infer_blocks(rank_rows: list[dict[str, Any]]) -> None:
     block_host = {min(v) // g: h for h, v in by_host.items()}
     for r in unknown:
         b = r["rank"] // g
-        r["host"] = block_host.get(b, f"host-of-ranks-{b * g}-{b * g + g - 1}")
+        r["host"] = block_host.get(b, inferred_host(r["rank"], g))
         r["host_source"] = "inferred"
 
 
@@ -472,8 +473,7 @@ def _device_blocks(rank_rows: list[dict[str, Any]]) -> None:
     if any((r.get("device_count") or g) < g for r in rows):
         return
     for r in rows:
-        b = r["rank"] // g
-        r["host"], r["host_source"] = f"host-of-ranks-{b * g}-{b * g + g - 1}", "device"
+        r["host"], r["host_source"] = inferred_host(r["rank"], g), "device"
 
 
 def _directory_hosts(rank_rows: list[dict[str, Any]]) -> dict[str, str]:

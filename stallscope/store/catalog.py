@@ -102,6 +102,9 @@ def build(con: duckdb.DuckDBPyConnection, layout: StoreLayout | None, *, job: st
 def _comment(con: duckdb.DuckDBPyConnection, specs: dict[str, TableSpec], views: Sequence[SqlView]) -> None:
     """Attach the column and view docs (stored tables first, then SQL views)."""
     have = set(con.execute("SELECT table_name, column_name FROM duckdb_columns()").fetchall())
+    columns_of: dict[str, list[str]] = {}
+    for view, name in have:
+        columns_of.setdefault(view, []).append(name)
     done: set[tuple[str, str]] = set()
 
     def col(view: str, name: str, doc: str) -> None:
@@ -127,9 +130,9 @@ def _comment(con: duckdb.DuckDBPyConnection, specs: dict[str, TableSpec], views:
         for name, doc in v.columns.items():
             col(v.name, name, doc)  # a documented column the view does not have: caught by the docs test
             known.setdefault(name, doc)
-        for view, name in sorted(have - done):
-            if view == v.name and name in known:
-                col(view, name, known[name])
+        for name in sorted(columns_of.get(v.name, ())):
+            if (v.name, name) not in done and name in known:
+                col(v.name, name, known[name])
 
 
 def connect(layout: StoreLayout, *, job: str | None = None, views: Sequence[SqlView] = (),

@@ -8,6 +8,16 @@ from stallscope.store.schema import C, TableSpec, register
 
 I32, I64, F64, STR, BOOL = pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_()
 
+
+def inferred_host(rank: int, size: int) -> str:
+    """``ranks.host`` of a host no input names: the block of ``size`` consecutive ranks holding ``rank``.
+
+    >>> inferred_host(6, 4)
+    'host-of-ranks-4-7'
+    """
+    first = (rank // size) * size
+    return f"host-of-ranks-{first}-{first + size - 1}"
+
 RANKS = TableSpec(
     "ranks",
     "One row per rank trace ingested: identity, host, devices and the trace's own facts.",
