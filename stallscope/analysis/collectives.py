@@ -168,24 +168,51 @@ def _equal_sized(groups: dict[int, list[int]], host: dict[int, str]) -> dict[int
     DeviceMesh axis): they have equal sizes. When end-time coherence left unequal groups — the
     smallest of size g, the larger ones each made of whole hosts holding g of their ranks — the
     larger ones are groups of g that ran in lockstep on their hosts (tensor-parallel groups of
-    healthy hosts, beside one host that is slower), and are split by host."""
-    sizes = {len(v) for v in groups.values()}
-    if len(sizes) < 2:
+    healthy hosts, beside one host that is slower), and are split by host.
+
+    A group of one rank is no collective: it is a rank whose coherence could not be tested (a
+    truncated trace with too few positions). It does not set g; it joins the one group that is
+    short of a rank and has none on its host (groups of a stream that spans hosts hold one rank
+    per host, or the same number on each)."""
+    single = [v[0] for v in groups.values() if len(v) == 1]
+    multi = {k: v for k, v in groups.items() if len(v) > 1}
+    if not multi:
         return groups
-    g = min(sizes)
+    sizes = {len(v) for v in multi.values()}
     out: dict[int, list[int]] = {}
-    for ranks in groups.values():
-        if len(ranks) == g:
-            out[min(ranks)] = ranks
-            continue
-        parts: dict[str, list[int]] = {}
-        for r in ranks:
-            parts.setdefault(host.get(r, f"rank-{r}"), []).append(r)
-        if any(len(v) != g for v in parts.values()):
-            return groups  # not whole hosts of g ranks: keep what coherence found
-        for v in parts.values():
-            out[min(v)] = sorted(v)
-    return out
+    if len(sizes) < 2:
+        out = dict(multi)
+    else:
+        g = min(sizes)
+        for ranks in multi.values():
+            if len(ranks) == g:
+                out[min(ranks)] = ranks
+                continue
+            parts: dict[str, list[int]] = {}
+            for r in ranks:
+                parts.setdefault(host.get(r, f"rank-{r}"), []).append(r)
+            if any(len(v) != g for v in parts.values()):
+                return _place_singles(dict(multi), single, host)  # not whole hosts of g ranks: keep what coherence found
+            for v in parts.values():
+                out[min(v)] = sorted(v)
+    return _place_singles(out, single, host)
+
+
+def _place_singles(groups: dict[int, list[int]], single: list[int], host: dict[int, str]) -> dict[int, list[int]]:
+    """Attach each untested rank to the unique group that is smaller than the largest and has
+    no rank on its host; a rank with no such group stays alone."""
+    if not single:
+        return groups
+    full = max(len(v) for v in groups.values())
+    for r in single:
+        h = host.get(r, f"rank-{r}")
+        fits = [k for k, v in groups.items() if len(v) < full and all(host.get(x, f"rank-{x}") != h for x in v)]
+        if len(fits) == 1:
+            k = fits[0]
+            groups[k] = sorted(groups[k] + [r])
+        else:
+            groups[r] = [r]
+    return {min(v): v for v in groups.values()}
 
 
 def bus_factor(op: str, n: int) -> float:

@@ -214,6 +214,9 @@ class Context:
             set_lost = self.lost_if_like_peers(chosen) or 0.0
             if set_lost >= 0.8 * max(jit, best_single):
                 break
+        joint, joint_lost = self._joint_culprits(top_blame[:limit])
+        if joint_lost >= 1.5 * set_lost and joint_lost >= 0.01:
+            chosen, set_lost = joint, joint_lost
         # the ranks of one host together
         host_best, host_lost = None, 0.0
         if self.hosts_known and len(self.ranks_per_host) >= 2:
@@ -262,6 +265,23 @@ class Context:
         if jit >= 0.01:
             return SyncVerdict("jitter", self.d.ranks["rank"].to_list(), None, jit, jit, sorted(ls.per_step), True, alt)
         return none
+
+    def _joint_culprits(self, by_blame: list[int]) -> tuple[list[int], float]:
+        """Ranks that are late *together* (in the same steps, at collectives that wait for all of
+        them) each explain nothing alone: fixing one leaves the step waiting for the other. The
+        single-rank what-ifs miss them, so prefixes of the ranks by exclusive blame are replayed
+        together; the smallest prefix that recovers ≥ 80 % of the best prefix's gain is the set."""
+        gains: list[tuple[list[int], float]] = []
+        for k in range(2, len(by_blame) + 1):
+            ranks = [int(r) for r in by_blame[:k]]
+            gains.append((ranks, self.lost_if_like_peers(ranks) or 0.0))
+        if not gains:
+            return [], 0.0
+        best = max(g for _, g in gains)
+        for ranks, g in gains:
+            if g >= 0.8 * best:
+                return ranks, g
+        return [], 0.0  # pragma: no cover - the best prefix reaches its own gain
 
     def _straggler_inside(self, host: str) -> list[int]:
         """A straggler inside a host-synchronized group (tensor-parallel, shard group): at the

@@ -17,3 +17,19 @@ def test_unequal_groups_that_are_not_whole_hosts_stay() -> None:
     groups = {0: [0, 1, 2, 3, 4, 5], 6: [6, 7], 8: [8, 9, 10, 11]}
     assert _equal_sized(groups, host) == groups
     assert _equal_sized({0: [0, 1, 2, 3]}, host) == {0: [0, 1, 2, 3]}
+
+
+def test_a_rank_coherence_could_not_place_joins_the_group_short_of_its_host() -> None:
+    # data-parallel groups across 4 hosts of 4 GPUs: group k holds local rank k of every host;
+    # rank 6 (host h1) was truncated, so coherence left it alone. It is no group of one: it must
+    # not make every other group split into single ranks, and it joins group 2 (short of h1).
+    host = {r: f"h{r // 4}" for r in range(16)}
+    groups = {0: [0, 4, 8, 12], 1: [1, 5, 9, 13], 2: [2, 10, 14], 3: [3, 7, 11, 15], 6: [6]}
+    assert _equal_sized(groups, host) == {0: [0, 4, 8, 12], 1: [1, 5, 9, 13], 2: [2, 6, 10, 14], 3: [3, 7, 11, 15]}
+
+
+def test_an_unplaceable_rank_stays_alone_and_the_others_keep_their_groups() -> None:
+    host = {r: f"h{r // 4}" for r in range(16)}
+    # two groups lack a rank of h1: where rank 6 belongs is ambiguous
+    groups = {0: [0, 4, 8, 12], 1: [1, 9, 13], 2: [2, 10, 14], 3: [3, 7, 11, 15], 6: [6]}
+    assert _equal_sized(groups, host) == {**groups}

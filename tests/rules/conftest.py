@@ -47,6 +47,10 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
                                                  detail="sparse", noise="medium", drift=True, steps=8)),
     "hoststall": ("host_stall_straggler", 19, dict(logs="none", severity="moderate")),
     "intermittent": ("intermittent_straggler", 20, dict(logs="none", steps=8, severity="moderate")),
+    # two ranks on different hosts stall in the same step: each alone explains nothing (the step
+    # still waits for the other), together they explain the step
+    "intermittent_pair": ("intermittent_straggler", 53, dict(logs="none", severity="moderate", parallelism="tp_dp",
+                                                             nodes=3, steps=2)),
     "jitter": ("jitter_amplification", 21, dict(logs="none", severity="moderate", steps=8)),
     "p2p_logs": ("p2p_disabled_one_host", 22, dict(logs="all", parallelism="tp_dp")),
     "p2p_nologs": ("p2p_disabled_one_host", 23, dict(logs="none", parallelism="tp_dp")),

@@ -31,6 +31,7 @@ EXPECTED: dict[str, set[str]] = {
     "compute": {"SYN001"},
     "compute_tp": {"SYN001"},
     "intermittent": {"SYN002"},
+    "intermittent_pair": {"SYN002"},
     "jitter": {"SYN003"},
     "hoststall": {"SYN004"},
     "xsock_nologs": {"LOC001"},
@@ -89,7 +90,7 @@ def test_every_rule_has_a_firing_fixture() -> None:
     assert covered == set(RULES)
 
 
-@pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "degraded_logs", "degraded_manifest", "degraded_2hosts", "p2p_logs",
+@pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "intermittent_pair", "degraded_logs", "degraded_manifest", "degraded_2hosts", "p2p_logs",
                                   "xsock_nologs"])
 def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
     j = jobs[name]
@@ -101,7 +102,7 @@ def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
     assert top["hosts"] == sorted({ours[r] for r in j.truth["culprit_ranks"]})
 
 
-@pytest.mark.parametrize("name", ["compute", "hoststall", "intermittent", "p2p_nologs", "degraded_manifest"])
+@pytest.mark.parametrize("name", ["compute", "hoststall", "intermittent", "intermittent_pair", "p2p_nologs", "degraded_manifest"])
 def test_lost_time_tracks_the_physics(jobs: Any, name: str) -> None:
     """The what-if of the culprit behaving like its peers recovers the time the generator's own
     what-if (the same job re-run without the fault) says was lost."""
