@@ -14,10 +14,13 @@ from stallscope.rules.placement import connections, log_hosts
 REF_RDMA_GBPS = 10.0
 #: "far below what any RDMA transport gives": under 70 % of the single-NIC reference (one 100 Gb/s
 #: NIC at the 85 % nccl-tests efficiency gives 10.6 GB/s; TCP sockets and a link trained down fall below)
-COLLAPSE_GBPS = 0.7 * REF_RDMA_GBPS
+COLLAPSE_SHARE = 0.7
+COLLAPSE_GBPS = COLLAPSE_SHARE * REF_RDMA_GBPS
 #: "far below" what the fabric should give: under this share of it (nccl-tests reach ~85 % of NCCL's
 #: graph bandwidth in isolation; collectives overlapped with compute keep well above 60 % of that)
 FAR_BELOW = 0.6
+#: expectations that are floors, not measured capacities (see :func:`expected_busbw`)
+FLOOR_BASES = ("nic_count", "reference")
 #: messages smaller than this are latency-bound: their bandwidth says little about the fabric
 MIN_BW_BYTES = 1 << 20
 #: an inter-node transfer this long is bandwidth-bound even when its size is unknown
@@ -251,13 +254,15 @@ def inter_far_below(ctx: Context, *, without: str | None = None) -> tuple[bool, 
     far below what the fabric should give (``without``: as if that host were like its peers).
 
     Returns (far below, the instances, per-host bus bandwidth achieved (median, GB/s), expected
-    per host, basis of the expectation). "Far below" is under FAR_BELOW of the expectation, or —
-    with no expectation from logs or manifest — under the RDMA collapse threshold."""
+    per host, basis of the expectation). "Far below" is under FAR_BELOW of a measured capacity
+    (NCCL's graph, port rates), and under COLLAPSE_SHARE of a floor (NICs counted at the slowest
+    RDMA speed, or the single-NIC reference): a healthy fabric is at or above its floor, so
+    falling 30 % under it is as telling as falling 40 % under what the NICs are known to carry."""
     inter = inter_expectations(ctx, without=without)
     if inter.height < 3 or not arrive_together(inter):
         return False, inter, 0.0, 0.0, "reference"
     expected, basis = expected_busbw(ctx, without=without)
     # per-host equivalent: what the host's NICs carried, given the group's share of them
     host_bw = float((inter["busbw_gbps"] / inter["share"]).median())
-    far = host_bw < FAR_BELOW * expected if basis != "reference" else host_bw < COLLAPSE_GBPS
+    far = host_bw < (COLLAPSE_SHARE if basis in FLOOR_BASES else FAR_BELOW) * expected
     return far, inter, host_bw, expected, basis

@@ -11,12 +11,14 @@ class LowInterNodeBandwidth(Rule):
     """Inter-node collectives move bytes far slower than any RDMA fabric would, while ranks arrive on time.
 
     What it detects:
-        Bandwidth-bound collectives (≥ 1 MiB) whose members span hosts reach under 60 % of the bus
-        bandwidth the fabric should give, although their members arrive together (arrival skew
-        under half the transfer time): the time goes into moving bytes, not into waiting for a
-        late rank. "Should give" is NCCL's own topology-search bandwidth when the logs have it
-        (× 0.85, what nccl-tests achieves), else 10 GB/s per RDMA NIC NCCL lists, else — no logs —
-        a collapse below 7 GB/s per host, 70 % of what one 100 Gb/s NIC gives. When NCCL logs show the data path runs
+        Bandwidth-bound collectives (≥ 1 MiB) whose members span hosts move bytes far below the
+        bus bandwidth the fabric should give, although their members arrive together (arrival
+        skew under half the transfer time): the time goes into moving bytes, not into waiting for
+        a late rank. "Should give" and "far below" are: under 60 % of NCCL's own topology-search
+        bandwidth when the logs have it (× 0.85, what nccl-tests achieves) or of the port rates
+        in the collector's manifest; else under 70 % of a floor: 10 GB/s per RDMA NIC NCCL lists
+        (their speed is not in the log: as if 100 Gb/s), or — no logs — 7 GB/s per host, 70 % of
+        what one 100 Gb/s NIC gives. When NCCL logs show the data path runs
         over TCP sockets, FAB002 reports it instead; one host's degraded link is FAB004.
 
     Why it slows the job:
