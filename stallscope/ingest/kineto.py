@@ -209,7 +209,7 @@ def _apply_header(s: TraceSummary, h: dict[str, Any], rank_hint: int | None, lab
 
 _ts, _dur, _cat, _name, _pid, _tid, _args = (attrgetter(a) for a in ("ts", "dur", "cat", "name", "pid", "tid", "args"))
 _stream, _device, _corr, _ext, _dims, _types = (
-    attrgetter("args." + a) for a in ("stream", "device", "correlation", "external_id", "input_dims", "input_type"))
+    attrgetter(a) for a in ("stream", "device", "correlation", "external_id", "input_dims", "input_type"))
 _GPU_CATS = pa.array(sorted(GPU_ACTIVITY_KIND))
 _RUNTIME_CATS = pa.array(sorted(RUNTIME_CATS))
 
@@ -278,6 +278,7 @@ def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
     gpu = _mask(pc.is_in(cat, value_set=_GPU_CATS))
     rt = _mask(pc.is_in(cat, value_set=_RUNTIME_CATS))
     gpu_idx, rt_idx = np.nonzero(gpu)[0], np.nonzero(rt)[0]
+    args = list(map(_args, X))  # once: each args column is then one attribute lookup per event
     batch = pa.table({
         "rank": pa.array(np.full(n, rank, np.int32)),
         "ts_ns": pa.array(ts),
@@ -286,12 +287,12 @@ def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
         "name": name,
         "pid": _ids(list(map(_pid, X))),
         "tid": _ids(list(map(_tid, X))),
-        "stream": pa.array(list(map(_stream, X)), pa.int64()),
-        "device": pa.array(list(map(_device, X)), pa.int64()),
-        "correlation": pa.array(list(map(_corr, X)), pa.int64()),
-        "external_id": pa.array(list(map(_ext, X)), pa.int64()),
-        "input_dims": _raw_text(list(map(_dims, X))),
-        "input_type": _raw_text(list(map(_types, X))),
+        "stream": pa.array(list(map(_stream, args)), pa.int64()),
+        "device": pa.array(list(map(_device, args)), pa.int64()),
+        "correlation": pa.array(list(map(_corr, args)), pa.int64()),
+        "external_id": pa.array(list(map(_ext, args)), pa.int64()),
+        "input_dims": _raw_text(list(map(_dims, args))),
+        "input_type": _raw_text(list(map(_types, args))),
     })
     out.append("events", batch)
     s.events += n
