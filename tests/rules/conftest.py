@@ -40,6 +40,12 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     "degraded_nologs": ("degraded_nic", 17, dict(logs="none", severity="severe", nodes=3)),
     # two hosts only: NCCL's lower graph bandwidth on one of them, corroborated by the transfers
     "degraded_2hosts": ("degraded_nic", 31, dict(logs="all", severity="moderate", nodes=2, parallelism="fsdp")),
+    # only the culprit host's NCCL log, with port errors, and no message sizes in the traces: the
+    # log names the host, the traces cannot measure the cost
+    "degraded_onelog": ("degraded_nic", 43, dict(logs="some", severity="severe", metadata=False, torch_variant="kineto_2022",
+                                                 nodes=2, archive="dir")),
+    # one host's log, no hardware events in it: nothing to blame
+    "healthy_onelog": ("healthy", 11, dict(logs="some", parallelism="ddp")),
     "compute": ("compute_straggler", 18, dict(logs="none", severity="moderate")),
     # a straggler inside a tensor-parallel group: its whole host arrives late at the data-parallel
     # all-reduce because its TP peers waited for it

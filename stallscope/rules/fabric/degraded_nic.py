@@ -14,6 +14,12 @@ from stallscope.rules.placement import log_hosts, placement_differences
 #: WARN texts that point at an RDMA NIC, port or link (not at NVML, CUDA or NCCL's configuration)
 NIC_WARN = (r"(ibv_|NET/IB|NET/IBext|port error|port down|async event|[Cc]ompletion error|IBV_WC_|mlx\d|vendor err|"
             r"[Rr]etry exceeded|[Nn]etwork is unreachable|modify_qp|RoCE)")
+#: WARN texts that report a hardware event on a port or a failed transfer (the RDMA driver's
+#: asynchronous events, work completions in error): never configuration, evidence on their own
+HW_EVENT = r"(port error|port down|async event : port (error|down)|[Cc]ompletion error|IBV_WC_|[Rr]etry exceeded|vendor err)"
+#: exposed inter-node communication (median rank's share of time) above which a link with
+#: hardware errors is a medium finding even when the traces cannot measure its cost
+EXPOSED_INTER = 0.10
 
 
 class DegradedNic(Rule):
@@ -21,7 +27,9 @@ class DegradedNic(Rule):
 
     What it detects:
         A host whose NCCL log carries NIC/link warnings the other hosts' logs do not (IB
-        completion errors, ``ibv_*`` failures, port or link messages), and/or whose inter-node
+        completion errors, ``ibv_*`` failures, port or link messages; hardware events — port
+        errors, transfers failed in the driver — count even when its log is the only one
+        collected), and/or whose inter-node
         collectives are slower than the same collectives among the other hosts (when the job has
         inter-node groups that exclude it), and/or whose NICs can carry less than its peers':
         NCCL's topology search gives them less inter-node bandwidth, or the collector's manifest
@@ -49,7 +57,9 @@ class DegradedNic(Rule):
         same (op, bytes, members), over at least 3 instances; a host's NIC capacity (graph
         bandwidth or active port rate) counts as low below 75 % of the median of the others' (graph
         bandwidth from only two hosts' logs also needs the transfers to run below 80 % of what
-        the fabric gives without the host).
+        the fabric gives without the host). When the traces cannot measure the cost (no message
+        sizes, no peer to compare with), a host with hardware errors is medium severity when
+        exposed inter-node communication takes ≥ 10 % of the median rank's time, else low.
     """
 
     code = "FAB004"
@@ -57,7 +67,7 @@ class DegradedNic(Rule):
     cause = "fabric"
 
     def check(self, ctx: Context) -> list[Finding]:
-        warned = self._warned_hosts(ctx)
+        warned, hw = self._warned_hosts(ctx)
         slow = self._slow_hosts(ctx)
         facts = fabric_facts(ctx)
         graph_low = _low_hosts(facts["graph_bw"], at_least=3) or self._corroborated(ctx, _low_hosts(facts["graph_bw"], at_least=2))
@@ -83,7 +93,10 @@ class DegradedNic(Rule):
             if host not in warned and host not in graph_low and host not in rate_low and (lost is None or lost < 0.01):
                 continue
             parts = []
-            if host in warned:
+            if host in warned and len(log_hosts(ctx)) < 2:
+                parts.append(f"its NCCL log (the only one in the bundle) has {warned[host]} NIC/link warning(s) with hardware "
+                             f"errors (port errors, failed transfers)")
+            elif host in warned:
                 parts.append(f"its NCCL log has {warned[host]} NIC/link warning(s) the other hosts' logs do not")
             if host in slow:
                 parts.append(f"inter-node collectives through it reach {slow[host]['ratio']:.0%} of the bus bandwidth of the same "
@@ -97,7 +110,8 @@ class DegradedNic(Rule):
                              f"{others[len(others) // 2] * 8:.0f} Gb/s on the other hosts (a port down or trained to a lower rate)")
             summary = (f"Host {host}: " + "; ".join(parts) + "."
                        + (f" At the other hosts' speed the job would be {fmt_pct(lost)} shorter." if lost else
-                          " The traces do not show how much time it cost."))
+                          f" The traces do not show how much time it cost; exposed inter-node communication takes "
+                          f"{fmt_pct(_exposed_inter(ctx))} of the median rank's time."))
             ev = [Evidence("NIC and link warnings per host",
                            f"SELECT host, src_file, src_line, message FROM nccl_warnings WHERE {ctx.where} ORDER BY host LIMIT 50",
                            warned.get(host))]
@@ -122,7 +136,7 @@ class DegradedNic(Rule):
                         details={"warnings": warned.get(host, 0), "busbw_ratio": slow.get(host, {}).get("ratio"),
                                  "nic_capacity_ratio": rate_low.get(host, graph_low.get(host))})
             if lost is None:
-                f.severity = "low"
+                f.severity = "medium" if host in hw and _exposed_inter(ctx) >= EXPOSED_INTER else "low"
             out.append(f)
         return out
 
@@ -137,20 +151,28 @@ class DegradedNic(Rule):
                 out[h] = ratio
         return out
 
-    def _warned_hosts(self, ctx: Context) -> dict[str, int]:
+    def _warned_hosts(self, ctx: Context) -> tuple[dict[str, int], set[str]]:
+        """Hosts whose logs carry NIC/link warnings -> how many, and the hosts among them with
+        hardware events (port errors, transfers failed in the driver). Warnings other than
+        hardware events count only against peers' logs that lack them; hardware events count
+        even in the only log collected."""
         hosts = log_hosts(ctx)
-        if len(hosts) < 2:
-            return {}
+        if not hosts:
+            return {}, set()
         try:
-            w = ctx.store.sql("SELECT host, count(*) AS n FROM nccl_warnings WHERE job = ? AND regexp_matches(message, ?) "
-                              "GROUP BY host", [ctx.job, NIC_WARN])
+            w = ctx.store.sql("SELECT host, count(*) AS n, count(*) FILTER (WHERE regexp_matches(message, ?)) AS hw "
+                              "FROM nccl_warnings WHERE job = ? AND regexp_matches(message, ?) GROUP BY host",
+                              [HW_EVENT, ctx.job, NIC_WARN])
         except Exception:  # noqa: BLE001 - no log tables
-            return {}
-        counts = {h: int(n) for h, n in w.iter_rows() if h}
-        # a warning every host prints is configuration, not one host's NIC
+            return {}, set()
+        counts = {h: int(n) for h, n, _ in w.iter_rows() if h}
+        hw = {h for h, _, k in w.iter_rows() if h and k}
+        if len(hosts) < 2:
+            counts = {h: n for h, n in counts.items() if h in hw}
+        # a warning every host prints is configuration (or the whole fabric), not one host's NIC
         if len(counts) > max(1, len(hosts) // 3):
-            return {}
-        return counts
+            return {}, set()
+        return counts, hw & set(counts)
 
     def _slow_hosts(self, ctx: Context) -> dict[str, dict]:
         inter = inter_transfers(ctx)
@@ -175,6 +197,14 @@ class DegradedNic(Rule):
                 fix = {pos_of[int(i)]: float(t) for i, t in zip(withh["instance_id"].to_list(), withh["t_o"].to_list()) if int(i) in pos_of}
                 out[h] = {"ratio": ratio, "fix": fix}
         return out
+
+
+def _exposed_inter(ctx: Context) -> float:
+    """The median rank's share of time in inter-node communication that nothing overlaps."""
+    f = ctx.features
+    if f.height == 0 or "comm_inter_frac" not in f.columns:
+        return 0.0
+    return float(f["comm_inter_frac"].median() or 0.0)
 
 
 def _low_hosts(capacity: dict[str, float], *, at_least: int) -> dict[str, float]:
