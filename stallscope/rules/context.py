@@ -257,6 +257,17 @@ class Context:
             hranks = self.d.ranks_of(host_best)
             hsteps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(hranks))
             return SyncVerdict("host", hranks, host_best, host_lost, jit, hsteps, len(hsteps) >= PERSISTENT_SHARE * self.n_steps, alt)
+        if chosen and self._takes_turns(chosen):
+            # the "turns" may be a second straggler's: the same ranks late in every step free of the first
+            more = self._recurring_elsewhere(chosen, single)
+            if more and len(chosen) + len(more) <= limit:
+                both = sorted(chosen + more)
+                both_lost = self.lost_if_like_peers(both) or 0.0
+                if both_lost >= set_lost and not self._takes_turns(both):
+                    chosen, set_lost = both, both_lost
+                    alt.update(chosen=chosen, chosen_lost=set_lost)
+                    late_steps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(chosen))
+                    persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
         if chosen and set_lost >= 0.01 and set_lost >= 0.5 * jit and not self._takes_turns(chosen):
             host = self.whole_host_of(chosen)
             if host is not None:
@@ -311,6 +322,30 @@ class Context:
             return []
         rank_time = self.step_ms * 1e6 * max(1, self.n_steps)
         return [top] if top_b >= 0.01 * rank_time else []
+
+    def _recurring_elsewhere(self, chosen: list[int], single: dict[int, float]) -> list[int]:
+        """In the steps where no chosen rank was late (at least two of them), the ranks late in
+        nearly all (≥ 70 %) of those steps: jitter makes different ranks late from step to step,
+        a second intermittent straggler (with the ranks it holds up) makes the same ones late each
+        time. Of those, the one whose own what-if recovers the most is the straggler (the others
+        were held up by it). Its gain alone may be small (its stalls can fall where a pipeline
+        bubble hides part of them); the caller keeps it only if, with it, no turns remain and the
+        set still recovers at least half of the jitter what-if."""
+        ls = self.late_sets
+        mine = {s for s, rs in ls.per_step.items() if set(rs) & set(chosen)}
+        free = [s for s in ls.per_step if s not in mine]
+        if len(free) < 2:
+            return []
+        count: dict[int, int] = {}
+        for s in free:
+            for r in ls.per_step[s]:
+                count[r] = count.get(r, 0) + 1
+        recurring = [r for r, c in count.items() if c >= max(2, PERSISTENT_SHARE * len(free))]
+        gains = {r: single.get(r) if r in single else (self.lost_if_like_peers([r]) or 0.0) for r in recurring}
+        if not gains:
+            return []
+        top = max(gains, key=lambda r: gains[r] or 0.0)
+        return [int(top)] if (gains[top] or 0.0) > 0 else []
 
     def _takes_turns(self, chosen: list[int]) -> bool:
         """Jitter, not stragglers: in the steps where no chosen rank was late, other ranks (at
