@@ -27,6 +27,9 @@ def ingest(paths: tuple[str, ...], store: str | None, job: str | None, workers: 
 
     Example: stallscope ingest traces/ nccl_logs.tar.gz --store ./store --job run-42
     """
+    from stallscope.ingest.pipeline import block_pandas
+
+    block_pandas()  # this process is ours and hands pyarrow no pandas objects: skip its pandas probe
     from stallscope.api import ingest as run
     from stallscope.settings import resolve
 

@@ -299,19 +299,27 @@ def _run_tasks(tasks: list[tuple[int, Found]], staging: Path, *, workers: int | 
 
 
 def _worker_init() -> None:
-    """Start-up of a spawned parser process.
+    """Start-up of a spawned parser process (see :func:`block_pandas`)."""
+    block_pandas()
 
-    Parsers never use pandas, but pyarrow imports it (0.2 CPU-s) on its first conversion just to
-    check whether inputs are pandas objects; an import that fails makes pyarrow skip that check.
+
+def block_pandas() -> None:
+    """Make ``import pandas`` fail in this process, for processes that are stallscope's own.
+
+    Ingest never uses pandas, but pyarrow imports it (0.2 CPU-s) on its first conversion just to
+    check whether inputs are pandas objects; an import that fails makes pyarrow skip that check
+    (for the rest of the process). Spawned parser processes call it at start-up, and so does the
+    ``stallscope ingest`` command; a library caller's process is left alone (it may hand pyarrow
+    pandas objects).
     """
     import sys
 
-    if "pandas" not in sys.modules:
+    if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
         sys.meta_path.insert(0, _NoPandas())
 
 
 class _NoPandas:
-    """Import hook of parser processes: ``import pandas`` fails when executed (pyarrow then does
+    """Import hook of ingest processes: ``import pandas`` fails when executed (pyarrow then does
     without), while ``importlib.util.find_spec("pandas")`` still answers (polars asks it at import
     and imports pandas only when handed pandas objects, which parsers never do)."""
 
@@ -323,10 +331,10 @@ class _NoPandas:
         return None
 
     def create_module(self, spec: Any) -> Any:
-        raise ImportError("pandas is not used by stallscope's parser processes")
+        raise ImportError("pandas is not used by stallscope's ingest processes")
 
     def exec_module(self, module: Any) -> None:  # pragma: no cover - create_module raises first
-        raise ImportError("pandas is not used by stallscope's parser processes")
+        raise ImportError("pandas is not used by stallscope's ingest processes")
 
 
 # -- cross-file reconciliation ------------------------------------------------------------

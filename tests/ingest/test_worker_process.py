@@ -32,3 +32,28 @@ def test_parser_process_runs_every_parser_without_pandas() -> None:
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(log), str(trace)], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+CLI_SCRIPT = """
+import sys, tempfile
+from click.testing import CliRunner
+from stallscope.cli.main import cli
+with tempfile.TemporaryDirectory() as tmp:
+    r = CliRunner().invoke(cli, ["ingest", *sys.argv[1:], "--store", tmp, "--quiet", "--workers", "1"])
+    assert r.exit_code == 0, r.output
+    from stallscope import api
+    rows = api.open_store(tmp).sql("SELECT count(*) AS n FROM collective_instances")["n"][0]
+    assert rows > 0, rows
+assert "pandas" not in sys.modules
+print("ok")
+"""
+
+
+def test_ingest_command_with_analysis_runs_without_pandas() -> None:
+    """The ingest command's own process blocks pandas too (pyarrow's probe for it costs 0.2
+    CPU-s): parsing, the analysis stage and the catalog must all work without it."""
+    log = sorted((LOGS / "nccl").glob("*.log"))[0]
+    trace_dir = TRACES / "cpu_gloo"
+    out = subprocess.run([sys.executable, "-c", CLI_SCRIPT, str(trace_dir), str(log)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", (out.stdout[-2000:], out.stderr[-2000:])
