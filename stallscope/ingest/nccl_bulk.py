@@ -88,9 +88,8 @@ class Block:
     taken: np.ndarray  #: positions the bulk path parsed (the per-line path skips them)
     conn: pl.DataFrame | None
     coll: pl.DataFrame | None
-    #: other INFO lines whose prefix was cut here: positions, and (msg, host, pid, tid, dev) lists for ``dispatch``
-    fed: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
-    fed_fields: tuple[list[Any], ...] = ()
+    #: other INFO lines whose prefix was cut here, in line order: columns i, msg, host, pid, tid, cuda_dev
+    fed: pl.DataFrame | None = None
 
 
 def _tok(col: str, k: int) -> pl.Expr:
@@ -185,9 +184,7 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) ->
     if feed:
         if len(taken):
             df = df.filter(pl.Series(~np.isin(df["i"].to_numpy(), taken)))
-        block.fed = df["i"].to_numpy().astype(np.int64)
-        block.fed_fields = (df["msg"].str.strip_suffix("\n").str.strip_suffix("\r").to_list(), df["host"].to_list(),
-                            df["pid"].to_list(), df["tid"].to_list(), df["cuda_dev"].to_list())
+        block.fed = df.with_columns(msg=pl.col("msg").str.strip_suffix("\n").str.strip_suffix("\r"))
     return block
 
 
@@ -236,7 +233,7 @@ def _colls(df: pl.DataFrame) -> pl.DataFrame | None:
 # -- finishing rows (after the per-line handlers ran on the rest of the block) ----------------
 
 
-def _comm_attribution(state: LogState, df: pl.DataFrame, snapshot: dict[Key, tuple[str | None, str | None]]) -> pl.DataFrame:
+def comm_attribution(state: LogState, df: pl.DataFrame, snapshot: dict[Key, tuple[str | None, str | None]]) -> pl.DataFrame:
     """Add comm_id/comm_ptr: the last Init START (not yet COMPLETE) of the row's thread before the row."""
     events: list[tuple[Any, ...]] = [(k[0], k[1], k[2], -1, v[0], v[1]) for k, v in snapshot.items()]
     events += [(k[0], k[1], k[2], ln, cid, ptr) for k, ln, cid, ptr in state.comm_events]
@@ -288,7 +285,7 @@ def _finish_connections(state: LogState, df: pl.DataFrame, base: int, snapshot: 
     shapes = df.select("kw", no_ci=pl.col("conn_index").is_null(), bus="dev_is_bus_id", t="transport").unique()
     for kw, no_ci, bus, t in shapes.iter_rows():
         nccl_messages.connection_fingerprints(fp, kw, None if no_ci else "0", bus, t)
-    df = _comm_attribution(state, df, snapshot).with_columns(
+    df = comm_attribution(state, df, snapshot).with_columns(
         printer_rank=pl.when(pl.col("direction") == "receive").then("dst_rank").otherwise("src_rank"),
         inter_node=pl.when(pl.col("transport").is_in(["P2P", "SHM"])).then(False),
         file=pl.lit(state.label), transport_detail=pl.col("via"))

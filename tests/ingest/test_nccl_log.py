@@ -438,12 +438,13 @@ def test_bulk_edges_agree_with_the_per_line_path(tmp_path: Path) -> None:
 
 
 def _without_memo(f: Path) -> dict[str, Any]:
-    orig = nccl_memo.dispatch
-    nccl_memo.dispatch = lambda state, memo, h, msg, *a: h(state, msg, *a)  # type: ignore[assignment]
+    """Every message through its handler, line by line (no replay, per line or column by column)."""
+    orig = nccl_memo.record
+    nccl_memo.record = lambda *a: None  # type: ignore[assignment]
     try:
         return parse_nccl_log(f)
     finally:
-        nccl_memo.dispatch = orig  # type: ignore[assignment]
+        nccl_memo.record = orig  # type: ignore[assignment]
 
 
 def _assert_same(a: dict[str, Any], b: dict[str, Any]) -> None:
@@ -470,6 +471,42 @@ def test_memo_replays_what_the_handlers_add(tmp_path: Path) -> None:
     a = parse_nccl_log(f)
     _assert_same(a, _without_memo(f))
     assert a["tables"]["nccl_env"] > 0 and a["tables"]["nccl_net"] > 0
+
+
+def _without_memo_blocks(f: Path, block_size: int) -> dict[str, Any]:
+    orig = nccl_memo.record
+    nccl_memo.record = lambda *a: None  # type: ignore[assignment]
+    try:
+        return parse_nccl_log(f, block_size=block_size)
+    finally:
+        nccl_memo.record = orig  # type: ignore[assignment]
+
+
+def test_column_replay_finds_each_lines_communicator(tmp_path: Path) -> None:
+    """Replayed lines that carry the thread's communicator (channels, trees, timings), column by column:
+    threads inside and outside Init START/COMPLETE, communicators opened in an earlier block, lines
+    without host:pid:tid (replayed per line) and repeats of an unknown message, against the per-line path."""
+    setup = [m for f in sorted(LOGS.glob("*.log")) for ln in f.read_text(errors="replace").splitlines()
+             if "NCCL INFO " in ln for m in [ln.split("NCCL INFO ", 1)[1]] if " via " not in m and "comm " not in m][:120]
+    setup.append("Some message no handler knows")
+    lines = []
+    for r in range(6):
+        p = f"node-{r % 2}:{100 + r % 3}:{200 + r} [{r % 4}] NCCL INFO "
+        start = f"comm 0x55{r}0 rank {r} nranks 6 cudaDev {r % 4} nvmlDev {r % 4} busId 1b000 commId 0xd8289d3e6e21{r % 2}"
+        lines.append(p + "ncclCommInitRank " + start + " - Init START")
+        lines += [p + m for m in setup[r::3]]
+        if r % 2:
+            lines.append(p + "ncclCommInitRank " + start + " - Init COMPLETE")
+        lines += [p + m for m in setup[:40]]
+        lines += [f" [{r}] NCCL INFO {m}" for m in setup[:20]]
+    f = tmp_path / "comm.log"
+    f.write_text("".join(ln + "\n" for ln in lines))
+    for bs in (None, 997, 1 << 20):
+        a = parse_nccl_log(f, block_size=bs)
+        _assert_same(a, _without_memo_blocks(f, bs))  # type: ignore[arg-type]
+        assert a["df" if "df" in a else "arrow"]["nccl_channels"].num_rows > 0
+        assert pl.DataFrame(a["arrow"]["nccl_channels"])["comm_id"].drop_nulls().len() > 0
+    parse(tmp_path, f.read_text(), name="comm2.log", block_size=997)
 
 
 def test_docs_cover_tables_views_and_fingerprints() -> None:
