@@ -52,6 +52,8 @@ _PREFIX_NOHOST = r"^[ \t]*\[-?[0-9]{1,9}$"
 #: Int32 (<= 9 digits, <= 7 hex digits), and a printable-ASCII ``via`` text (so trailing blanks strip alike)
 _CONN_SHAPE = (r"^(?:Ring|Channel) [0-9]{1,9}(?:/[0-9]{1,9})? : -?[0-9]{1,9}(?:\[[0-9a-fA-F]{0,7}\])?"
                r" -> -?[0-9]{1,9}(?:\[[0-9a-fA-F]{0,7}\])?(?: \[(?:send|receive)\])? via [ -~]*[!-~][ \t\r\n]*$")
+#: a whole line ``host:pid:tid [dev] NCCL INFO `` + connection message (the common case: read in one split, no cut)
+_CONN_LINE = _PREFIX_PLAIN[:-1] + r"\] NCCL INFO " + _CONN_SHAPE[1:]
 
 #: COLL messages the bulk path takes: the per-line COLL_RE's shape with printable-ASCII tokens (so that a
 #: split on spaces cuts where its ``\S+`` stops), ASCII digits and numbers that fit their columns; more
@@ -171,13 +173,18 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) ->
     df = df.filter(pl.col("pos").is_not_null())
     if df.height == 0:
         return Block(nccl, np.empty(0, dtype=np.int64), None, None)
-    df = _prefixes(df)
+    # connection lines with the plain prefix are read whole; the prefix of the others is cut first
+    df = df.with_columns(whole=pl.col("l").str.contains(_CONN_LINE))
+    conn_whole = _connections(df.filter("whole"), "l", 4)
+    df = _prefixes(df.filter(~pl.col("whole")))
     df = df.select("i", "host", "pid", "tid", "cuda_dev", msg=pl.col("l").str.slice(pl.col("pos") + len(_INFO)))
     msg = pl.col("msg")
     is_conn = msg.str.contains(_CONN_SHAPE)
     # ("Bootstrap:" and "bootstrapSplit:" have handlers of their own in the per-line path)
     is_coll = msg.str.contains(_COLL_SHAPE) & ~msg.str.starts_with("Bootstrap:") & ~msg.str.starts_with("bootstrapSplit:")
-    conn = _connections(df.filter(is_conn))
+    conn = _connections(df.filter(is_conn), "msg", 0)
+    if conn_whole is not None:
+        conn = conn_whole if conn is None else pl.concat([conn_whole, conn]).sort("i")
     coll = _colls(df.filter(is_coll).with_columns(msg=msg.str.strip_chars_end("\r\n")))
     taken = np.concatenate([f["i"].to_numpy().astype(np.int64) for f in (conn, coll) if f is not None] or [np.empty(0, np.int64)])
     block = Block(nccl, taken, conn, coll)
@@ -188,21 +195,30 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) ->
     return block
 
 
-def _connections(df: pl.DataFrame) -> pl.DataFrame | None:
+def _connections(df: pl.DataFrame, text: str, first: int) -> pl.DataFrame | None:
     """``Ring|Channel CH[/CI] : SRC[dev] -> DST[dev] [send|receive] via TEXT``, rows already of that shape.
 
     The shape check (:data:`_CONN_SHAPE`, capture-free) guarantees every field is where the
     splits look for it and fits its column; the fields are then cut by splitting on spaces.
+    ``text``: the column holding the message, which starts at space-separated token ``first``:
+    0 for a cut message (host, pid, tid, cuda_dev are columns already), 4 for a whole line of
+    :data:`_CONN_LINE`, whose first two tokens are ``host:pid:tid`` and ``[dev]``.
     """
     if df.height == 0:
         return None
-    df = df.with_columns(t=pl.col("msg").str.splitn(" ", 7), v=pl.col("msg").str.find(" via ", literal=True)).unnest("t", separator="_")
-    df = df.with_columns(c=pl.col("t_field_1").str.splitn("/", 2), s=pl.col("t_field_3").str.splitn("[", 2),
-                         d=pl.col("t_field_5").str.splitn("[", 2)).unnest("c", "s", "d", separator="_")
-    dir_t = pl.col("t_field_6")
+    df = df.with_columns(t=pl.col(text).str.splitn(" ", first + 7), v=pl.col(text).str.find(" via ", literal=True)
+                         ).unnest("t", separator="_")
+    tok = lambda k: f"t_field_{first + k}"  # noqa: E731
+    df = df.with_columns(c=pl.col(tok(1)).str.splitn("/", 2), s=pl.col(tok(3)).str.splitn("[", 2),
+                         d=pl.col(tok(5)).str.splitn("[", 2)).unnest("c", "s", "d", separator="_")
+    if first:
+        df = df.with_columns(a=pl.col("t_field_0").str.splitn(":", 3)).unnest("a", separator="_").with_columns(
+            host="a_field_0", pid=pl.col("a_field_1").cast(pl.Int64), tid=pl.col("a_field_2").cast(pl.Int64),
+            cuda_dev=pl.col("t_field_1").str.slice(1).str.strip_suffix("]").cast(pl.Int32))
+    dir_t = pl.col(tok(6))
     return df.select(
-        "i", "host", "pid", "tid", "cuda_dev", kw="t_field_0",
-        via=pl.col("msg").str.slice(pl.col("v") + 5).str.strip_chars_end(" \t\r\n"),
+        "i", "host", "pid", "tid", "cuda_dev", kw=tok(0),
+        via=pl.col(text).str.slice(pl.col("v") + 5).str.strip_chars_end(" \t\r\n"),
         channel=pl.col("c_field_0").cast(pl.Int32), conn_index=pl.col("c_field_1").cast(pl.Int32),
         src_rank=pl.col("s_field_0").cast(pl.Int32), dst_rank=pl.col("d_field_0").cast(pl.Int32),
         src_br=pl.col("s_field_1").str.strip_suffix("]").fill_null(""), dst_br=pl.col("d_field_1").str.strip_suffix("]").fill_null(""),

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from stallscope.ingest.nccl_state import RowBuffer
+from stallscope.ingest.nccl_state import DEFERRED_FRAMES, RowBuffer
 
 if TYPE_CHECKING:  # pragma: no cover
     from stallscope.ingest.nccl_state import LogState
@@ -93,7 +93,7 @@ class _Recorder:
 class Replay:
     """What one message did: the handler's answer, fingerprints, and rows with placeholder positions."""
 
-    __slots__ = ("ok", "fingerprints", "rows", "comm", "deferred")
+    __slots__ = ("ok", "fingerprints", "rows", "comm", "deferred", "columnar")
 
     def __init__(self, ok: bool, rec: _Recorder) -> None:
         self.ok = ok
@@ -105,8 +105,10 @@ class Replay:
             subs = tuple((k, v.index) for k, v in items if isinstance(v, _Slot))
             self.comm = self.comm or any(v >= COMM_ID.index for _, v in subs)
             self.rows.append((kind, table, list(data) if kind == "row" else data, subs))
-        #: whether some row goes to a table completed at the end of the file (kept as dicts)
+        #: whether some row goes to a table completed at the end of the file
         self.deferred = any(kind != "row" for kind, *_ in self.rows)
+        #: whether :func:`add_rows` can replay it (decided on first use: :func:`_columnar`)
+        self.columnar: bool | None = None
 
     def apply(self, state: LogState, host: Any, pid: Any, tid: Any, dev: Any, ln: int) -> bool:
         """Add this message's rows for one line (the values that replace the placeholders)."""
@@ -173,17 +175,20 @@ def split_block(state: LogState, lines: pl.DataFrame, replay_of: Callable[[LogSt
     the lines replayed column by column (:func:`add_rows`) and the rest, for the per-line handlers.
 
     A line is replayed here when its message has a replay (``replay_of``, recording it on first sight)
-    that understood it and adds no rows to a table completed at the end of the file (those stay dicts);
-    a replay that holds the thread's communicator also needs host, pid and tid (the as-of join that
-    finds the communicator matches no nulls). Returns (those lines with a column ``rid``, the replays by
-    ``rid``, the other lines).
+    that understood it and that :func:`_columnar` allows; a replay that holds the thread's communicator
+    also needs host, pid and tid (the as-of join that finds the communicator matches no nulls).
+    Returns (those lines with a column ``rid``, the replays by ``rid``, the other lines).
     """
     reps: list[Replay] = []
     keys: list[str] = []
     comm: list[int] = []
     for msg in lines["msg"].unique().to_list():
         rep = replay_of(state, msg)
-        if rep is None or not rep.ok or rep.deferred:
+        if rep is None or not rep.ok:
+            continue
+        if rep.columnar is None:
+            rep.columnar = _columnar(state, rep)
+        if not rep.columnar:
             continue
         if rep.comm:
             comm.append(len(reps))
@@ -199,6 +204,25 @@ def split_block(state: LogState, lines: pl.DataFrame, replay_of: Callable[[LogSt
         go = go & ~(pl.col("rid").is_in(comm) & no_key)
     df = df.with_columns(go=go)
     return df.filter("go").drop("go"), reps, df.filter(~pl.col("go")).drop("go", "rid")
+
+
+def _columnar(state: LogState, rep: Replay) -> bool:
+    """Whether the rows of ``rep`` can be added column by column: rows of plain tables always; rows of
+    deferred tables only where their completion takes frames (:data:`DEFERRED_FRAMES`) and every
+    recorded value fits its column as it is (the completion matches rows by value: a value made to
+    fit would match where the dict it came from would not)."""
+    for kind, table, data, _subs in rep.rows:
+        if kind == "row":
+            continue
+        if table not in DEFERRED_FRAMES:
+            return False
+        buf = state.buffers[table]
+        row = [None if isinstance(v, _Slot) else v for v in map(data.get, buf.columns)]
+        try:
+            pl.DataFrame([row], schema=buf.pl_schema, orient="row", strict=True)
+        except (pl.exceptions.PolarsError, OverflowError, TypeError, ValueError):
+            return False
+    return True
 
 
 def add_rows(state: LogState, lines: pl.DataFrame, reps: list[Replay], base: int,
@@ -217,7 +241,11 @@ def add_rows(state: LogState, lines: pl.DataFrame, reps: list[Replay], base: int
     for rid, rep in enumerate(reps):
         if rep.fingerprints:
             state.fingerprints |= rep.fingerprints
-        for seq, (_, table, data, subs) in enumerate(rep.rows):
+        for seq, (kind, table, data, subs) in enumerate(rep.rows):
+            if kind != "row":  # a dict: its values in column order, placeholders by column position
+                cols = state.buffers[table].columns
+                data = list(map(data.get, cols))
+                subs = tuple((cols.index(k), slot) for k, slot in subs if k in cols)
             g = gids.setdefault((table, subs), len(groups))
             if g == len(groups):
                 groups.append((table, subs, []))
@@ -252,5 +280,8 @@ def add_rows(state: LogState, lines: pl.DataFrame, reps: list[Replay], base: int
             pl.col(f"_slot{slot}").cast(const.schema[names[k]], strict=False).alias(names[k]) for k, slot in subs)
         out.setdefault(table, []).append(t.select("_ln", "_seq", *names))
     for table, parts in out.items():
-        t = pl.concat(parts).sort("_ln", "_seq").drop("_ln", "_seq")
-        state.add_arrow(table, t.to_arrow())
+        t = pl.concat(parts).sort("_ln", "_seq")
+        if table in state.deferred:
+            state.deferred_frames.setdefault(table, []).append(t)
+        else:
+            state.add_arrow(table, t.drop("_ln", "_seq").to_arrow())

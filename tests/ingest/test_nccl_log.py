@@ -509,6 +509,36 @@ def test_column_replay_finds_each_lines_communicator(tmp_path: Path) -> None:
     parse(tmp_path, f.read_text(), name="comm2.log", block_size=997)
 
 
+def test_net_rows_replayed_as_frames_complete_like_dicts(tmp_path: Path) -> None:
+    """IB device rows take the last selected network and GDR state of their process, whether the rows
+    and the lines that say so are replayed column by column (frames) or parsed per line (dicts: lines
+    with non-ASCII text, a HCA index too big for its column), with and without host:pid:tid."""
+    text = ""
+    for p in ("node-1:11:12 [0] NCCL INFO ", "node-2:21:22 [1] NCCL INFO ", " [2] NCCL INFO "):
+        text += "".join(p + m + "\n" for m in [
+            "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>",
+            "Using network IB",
+            "NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'",
+            "NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1'",
+            "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>",
+            "Using network IBext_v8",
+            "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'",
+            "NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0\u00e9'",
+            "NET/IB : Using [99999999999]mlx5_9:1/IB ; OOB eth0:10.0.0.1<0>",
+            "NET/IB : GPU Direct RDMA Enabled for HCA 99999999999 'mlx5_9'",
+            "Using network Socket\u00e9",
+            "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>",
+        ])
+    f = tmp_path / "net.log"
+    f.write_text(text)
+    for bs in (None, 211):
+        a = parse_nccl_log(f, block_size=bs)
+        _assert_same(a, _without_memo_blocks(f, bs))  # type: ignore[arg-type]
+    net = pl.DataFrame(parse_nccl_log(f)["arrow"]["nccl_net"]).filter(kind="ib_device")
+    assert net.height == 21 and net["plugin"].drop_nulls().len() > 0 and net["gdr"].drop_nulls().len() > 0
+    parse(tmp_path, text, name="net2.log", block_size=211)
+
+
 def test_docs_cover_tables_views_and_fingerprints() -> None:
     from stallscope.store.sqldoc import parse_sql_file
 
