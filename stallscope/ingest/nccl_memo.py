@@ -266,18 +266,16 @@ def add_rows(state: LogState, lines: pl.DataFrame, reps: list[Replay], base: int
     plan_df = pl.DataFrame(plan, orient="row", schema={"rid": pl.Int32, "_seq": pl.Int32, "_g": pl.Int32, "_c": pl.UInt32})
     df = df.join(plan_df, on="rid", how="inner").rename({"line_no": "_ln"})
     out: dict[str, list[pl.DataFrame]] = {}
-    for g, (table, subs, const_rows) in enumerate(groups):
-        part = df.filter(pl.col("_g") == g)
-        if part.height == 0:
-            continue
+    for (g,), part in df.partition_by("_g", as_dict=True).items():
+        table, subs, const_rows = groups[g]  # type: ignore[index]
         buf = RowBuffer(table, state.buffers[table].schema)
         buf.rows = const_rows
         const = pl.from_arrow(buf.to_arrow())
         assert isinstance(const, pl.DataFrame)
-        const = const.with_row_index("_c")
         names = buf.columns
-        t = part.join(const, on="_c", how="left").with_columns(
-            pl.col(f"_slot{slot}").cast(const.schema[names[k]], strict=False).alias(names[k]) for k, slot in subs)
+        slots = {names[k]: pl.col(f"_slot{slot}").cast(const.schema[names[k]], strict=False) for k, slot in subs}
+        rows = const.drop(list(slots)).select(pl.all().gather(part["_c"]))
+        t = pl.concat([part.select("_ln", "_seq", **slots), rows], how="horizontal")
         out.setdefault(table, []).append(t.select("_ln", "_seq", *names))
     for table, parts in out.items():
         t = pl.concat(parts).sort("_ln", "_seq")
