@@ -266,9 +266,18 @@ _VIA_SCHEMA = {"via": pl.String, "transport": pl.String, "mechanism": pl.String,
                "ce": pl.Boolean, "indirect_rank": pl.Int32}
 
 
-def _bracket_value(br: pl.Expr, is_bus: pl.Expr) -> pl.Expr:
-    s = pl.when(br != "").then(br)
-    return pl.when(is_bus).then(s.str.to_integer(base=16, strict=False)).otherwise(s.str.to_integer(base=10, strict=False))
+def _brackets(side: str) -> list[pl.Expr]:
+    """``{side}_dev``, ``{side}_bus_id`` and ``_{side}_bus`` from the bracket text ``{side}_br`` (``""`` when none).
+
+    A bracket is a bus id when it has 4+ characters or a hex letter (the per-line rule); the
+    shape checks allow only ``[0-9a-fA-F]{0,7}`` there, so "has a hex letter" is "is not a decimal
+    number", which the decimal parse that non-bus brackets need anyway already says.
+    """
+    br = pl.col(f"{side}_br")
+    dec = br.str.to_integer(base=10, strict=False)
+    bus = (br.str.len_bytes() >= 4) | (dec.is_null() & (br != ""))
+    return [pl.when(bus).then(br.str.to_integer(base=16, strict=False)).otherwise(dec).alias(f"{side}_dev"),
+            pl.when(bus).then(br).alias(f"{side}_bus_id"), bus.alias(f"_{side}_bus")]
 
 
 def finish(state: LogState, block: Block, base: int, snapshot: dict[Key, tuple[str | None, str | None]]) -> None:
@@ -289,15 +298,10 @@ def finish(state: LogState, block: Block, base: int, snapshot: dict[Key, tuple[s
 def _finish_connections(state: LogState, df: pl.DataFrame, base: int, snapshot: dict[Key, tuple[str | None, str | None]]) -> None:
     fp = state.fingerprints
     vias = [(v, *nccl_messages.classify_via(v, fp)) for v in df["via"].unique().to_list()]
-    s_bus = (pl.col("src_br").str.len_chars() >= 4) | pl.col("src_br").str.contains("[a-fA-F]")
-    d_bus = (pl.col("dst_br").str.len_chars() >= 4) | pl.col("dst_br").str.contains("[a-fA-F]")
     has_br = (pl.col("src_br") != "") | (pl.col("dst_br") != "")
     df = df.with_columns(
-        line_no=pl.col("i").cast(pl.Int64) + base + 1,
-        src_dev=_bracket_value(pl.col("src_br"), s_bus), dst_dev=_bracket_value(pl.col("dst_br"), d_bus),
-        src_bus_id=pl.when(s_bus).then("src_br"), dst_bus_id=pl.when(d_bus).then("dst_br"),
-        dev_is_bus_id=pl.when(has_br).then(s_bus | d_bus),
-    ).join(pl.DataFrame(vias, orient="row", schema=_VIA_SCHEMA), on="via", how="left", maintain_order="left")
+        *_brackets("src"), *_brackets("dst"), line_no=pl.col("i").cast(pl.Int64) + base + 1,
+    ).with_columns(dev_is_bus_id=pl.when(has_br).then(pl.col("_src_bus") | pl.col("_dst_bus"))).join(pl.DataFrame(vias, orient="row", schema=_VIA_SCHEMA), on="via", how="left", maintain_order="left")
     shapes = df.select("kw", no_ci=pl.col("conn_index").is_null(), bus="dev_is_bus_id", t="transport").unique()
     for kw, no_ci, bus, t in shapes.iter_rows():
         nccl_messages.connection_fingerprints(fp, kw, None if no_ci else "0", bus, t)

@@ -437,6 +437,9 @@ BULK_EDGES = [
     P + "Channel 02 : 0[0] -> 1[1] via\tP2P/IPC",
     P + "Channel 1234567890 : 0[0] -> 1[1] via P2P/IPC",
     P + "Channel 03 : 0[0] -> 1[1] [send] via NET/IB/1/GDRDMA",
+    P + "Channel 06 : 0[abc] -> 1[1000] via P2P/IPC",  # bus ids: a hex letter, or 4+ digits
+    P + "Channel 07 : 0[] -> 1[012] via P2P/IPC",  # empty bracket, a 3-digit device
+    P + "Channel 08 : 0[0] -> 1 via P2P/IPC",
     P + "AllReduce: opCount 2 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 [nranks=8] stream 0x4 extra",
     P + "AllReduce: opCount 3 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 [nranks=8]",
     P + "AllReduce: opCount 4 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 [nranks=12345678901] stream 0x4",
