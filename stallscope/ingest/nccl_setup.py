@@ -332,13 +332,15 @@ def _finish_net(state: LogState) -> None:
     net = state.deferred["nccl_net"]
     frame = pl.concat(state.deferred_frames.pop("nccl_net")) if state.deferred_frames.get("nccl_net") else None
     # the facts in line order (a frame's rows and the dicts never share a line)
-    said: list[tuple[int, int, dict[str, Any]]] = [(d["line_no"] if d["line_no"] is not None else -1, i, d)
-                                                   for i, d in enumerate(net) if d["kind"] in ("selected", "gdr")]
+    said: list[tuple[Any, ...]] = [(d["line_no"] if d["line_no"] is not None else -1, i, d["kind"], d["host"], d["pid"],
+                                    d.get("dev_index"), d.get("net"), d.get("gdr"))
+                                   for i, d in enumerate(net) if d["kind"] in ("selected", "gdr")]
     if frame is not None:
-        said += [(d["_ln"], d["_seq"], d) for d in frame.filter(pl.col("kind").is_in(["selected", "gdr"])).iter_rows(named=True)]
+        said += frame.filter(pl.col("kind").is_in(["selected", "gdr"])).select(
+            "_ln", "_seq", "kind", "host", "pid", "dev_index", "net", "gdr").rows()
         said.sort(key=lambda e: (e[0], e[1]))
-    selected = {(d["host"], d["pid"]): d["net"] for _, _, d in said if d["kind"] == "selected"}
-    gdr = {(d["host"], d["pid"], d["dev_index"]): d["gdr"] for _, _, d in said if d["kind"] == "gdr"}
+    selected = {(h, p): n for _, _, kind, h, p, _i, n, _g in said if kind == "selected"}
+    gdr = {(h, p, i): g for _, _, kind, h, p, i, _n, g in said if kind == "gdr"}
     for d in net:
         if d["kind"] == "ib_device":
             sel = selected.get((d["host"], d["pid"]))
