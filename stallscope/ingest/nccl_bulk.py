@@ -174,9 +174,14 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) ->
     if df.height == 0:
         return Block(nccl, np.empty(0, dtype=np.int64), None, None)
     # connection lines with the plain prefix are read whole; the prefix of the others is cut first
-    df = df.with_columns(whole=pl.col("l").str.contains(_CONN_LINE))
-    conn_whole = _connections(df.filter("whole"), "l", 4)
-    df = _prefixes(df.filter(~pl.col("whole")))
+    # (the full check runs only on lines with " via ": COLL lines and others skip it)
+    whole = np.zeros(df.height, dtype=bool)
+    cand = np.flatnonzero(df["l"].str.contains(" via ", literal=True).to_numpy())
+    if len(cand):
+        whole[cand] = df["l"].gather(cand).str.contains(_CONN_LINE).to_numpy()
+    whole_s = pl.Series(whole)
+    conn_whole = _connections(df.filter(whole_s), "l", 4)
+    df = _prefixes(df.filter(~whole_s))
     df = df.select("i", "host", "pid", "tid", "cuda_dev", msg=pl.col("l").str.slice(pl.col("pos") + len(_INFO)))
     msg = pl.col("msg")
     is_conn = msg.str.contains(_CONN_SHAPE)
