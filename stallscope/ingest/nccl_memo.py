@@ -165,6 +165,10 @@ def dispatch(state: LogState, memo: dict[str, Replay | None], handler: Handler, 
 # line's own values put in the placeholder columns. Only what the per-line replay would add is
 # added: the same rows (``tests/ingest/test_nccl_log.py`` compares the two on every real log).
 
+#: fewest lines of a block replayed column by column: the column-by-column replay has a fixed cost
+#: of about a millisecond per table and block, which fewer lines replayed one by one do not reach
+MIN_COLUMN_LINES = 2048
+
 #: the lines frame's column of each placeholder (by ``_Slot.index``)
 _SLOT_COLUMNS = ("host", "pid", "tid", "cuda_dev", "line_no", "comm_id", "comm_ptr")
 
@@ -203,6 +207,8 @@ def split_block(state: LogState, lines: pl.DataFrame, replay_of: Callable[[LogSt
         no_key = pl.col("host").is_null() | pl.col("pid").is_null() | pl.col("tid").is_null()
         go = go & ~(pl.col("rid").is_in(comm) & no_key)
     df = df.with_columns(go=go)
+    if df["go"].sum() < MIN_COLUMN_LINES:
+        return lines.clear(), [], lines
     return df.filter("go").drop("go"), reps, df.filter(~pl.col("go")).drop("go", "rid")
 
 

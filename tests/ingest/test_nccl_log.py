@@ -25,6 +25,13 @@ from test_nccl_ground_truth import LOGS
 P = "node-1:4242:4243 [0] NCCL INFO "
 
 
+@pytest.fixture(autouse=True)
+def _column_replay_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replay column by column however few lines a block has (the logs here are small), so that every
+    comparison with the per-line path below covers it."""
+    monkeypatch.setattr(nccl_memo, "MIN_COLUMN_LINES", 0)
+
+
 def parse(tmp_path: Path, text: str | bytes, name: str = "x.log", **kw: Any) -> dict[str, Any]:
     """Parse ``text`` through both paths; assert they agree; return tables as polars frames."""
     f = tmp_path / name
@@ -474,6 +481,16 @@ def _without_memo(f: Path) -> dict[str, Any]:
         nccl_memo.record = orig  # type: ignore[assignment]
 
 
+def _replayed_by_lines(f: Path) -> dict[str, Any]:
+    """The memo's replays one line at a time (blocks below the column-by-column threshold)."""
+    orig = nccl_memo.MIN_COLUMN_LINES
+    nccl_memo.MIN_COLUMN_LINES = 1 << 60
+    try:
+        return parse_nccl_log(f)
+    finally:
+        nccl_memo.MIN_COLUMN_LINES = orig
+
+
 def _assert_same(a: dict[str, Any], b: dict[str, Any]) -> None:
     for name in a["arrow"]:
         da, db = pl.DataFrame(a["arrow"][name]), pl.DataFrame(b["arrow"][name])
@@ -497,6 +514,7 @@ def test_memo_replays_what_the_handlers_add(tmp_path: Path) -> None:
     f.write_text(text)
     a = parse_nccl_log(f)
     _assert_same(a, _without_memo(f))
+    _assert_same(a, _replayed_by_lines(f))
     assert a["tables"]["nccl_env"] > 0 and a["tables"]["nccl_net"] > 0
 
 
