@@ -75,10 +75,11 @@ def lines_array(data: bytes) -> tuple[pa.LargeStringArray, np.ndarray] | None:
     offs[0] = 0
     offs[1:] = nl + 1
     arr = pa.LargeStringArray.from_buffers(len(nl), pa.py_buffer(offs), pa.py_buffer(data))
-    try:
-        arr.validate(full=True)
-    except pa.ArrowInvalid:
-        return None
+    if len(buf) and buf.max() >= 0x80:  # ASCII is valid UTF-8: the full check only for blocks with other bytes
+        try:
+            arr.validate(full=True)
+        except pa.ArrowInvalid:
+            return None
     return arr, offs
 
 
@@ -114,6 +115,8 @@ def _ascii_lines(arr: pa.LargeStringArray, offs: np.ndarray) -> np.ndarray | Non
     Polars finds substrings by byte offset but slices by character: on ASCII lines the two agree.
     """
     buf = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[: offs[-1]]
+    if not len(buf) or buf.max() < 0x80:
+        return None
     high = np.flatnonzero(buf >= 0x80)
     if len(high) == 0:
         return None
