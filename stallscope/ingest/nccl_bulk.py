@@ -15,7 +15,9 @@ polars' vectorized string kernels do the work:
   :data:`_COLL_SHAPE`) shows the per-line regex would read the same fields from them; they are
   then split on spaces and read by token position. Every other line goes back to the per-line
   handlers, in line order; INFO lines among them go with their prefix already cut
-  (:attr:`Block.fed`), so the per-line path only routes the message;
+  (:attr:`Block.fed`), so the per-line path only routes the message, and those whose message the
+  memo replays are replayed column by column (:mod:`stallscope.ingest.nccl_memo`);
+* connection lines with the plain prefix are checked and split whole (:data:`_CONN_LINE`);
 * values with few distinct strings (the text after ``via``) are classified once per distinct
   value with the per-line path's own function, so both paths give identical rows (a test
   compares them on every real log and on lines at the edge of each shape).
@@ -26,7 +28,7 @@ START/COMPLETE events the per-line handlers recorded for the block.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -307,9 +309,9 @@ def _finish_connections(state: LogState, df: pl.DataFrame, base: int, snapshot: 
     fp = state.fingerprints
     vias = [(v, *nccl_messages.classify_via(v, fp)) for v in df["via"].unique().to_list()]
     has_br = (pl.col("src_br") != "") | (pl.col("dst_br") != "")
-    df = df.with_columns(
-        *_brackets("src"), *_brackets("dst"), line_no=pl.col("i").cast(pl.Int64) + base + 1,
-    ).with_columns(dev_is_bus_id=pl.when(has_br).then(pl.col("_src_bus") | pl.col("_dst_bus"))).join(pl.DataFrame(vias, orient="row", schema=_VIA_SCHEMA), on="via", how="left", maintain_order="left")
+    df = df.with_columns(*_brackets("src"), *_brackets("dst"), line_no=pl.col("i").cast(pl.Int64) + base + 1)
+    df = df.with_columns(dev_is_bus_id=pl.when(has_br).then(pl.col("_src_bus") | pl.col("_dst_bus"))).join(
+        pl.DataFrame(vias, orient="row", schema=_VIA_SCHEMA), on="via", how="left", maintain_order="left")
     shapes = df.select("kw", no_ci=pl.col("conn_index").is_null(), bus="dev_is_bus_id", t="transport").unique()
     for kw, no_ci, bus, t in shapes.iter_rows():
         nccl_messages.connection_fingerprints(fp, kw, None if no_ci else "0", bus, t)

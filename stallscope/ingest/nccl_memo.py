@@ -16,6 +16,10 @@ host) raises ``AttributeError`` on the recorder (computing with a placeholder ra
 ``TypeError``): that message is marked impure and always runs for real. The handlers were checked
 for branches on a prefix field that do not touch the state (there are none). Connection,
 communicator, version, topology and COLL messages are not tried at all (``nccl_messages``).
+
+Where a block has many replayable lines, :func:`split_block` and :func:`add_rows` replay them
+column by column instead (one join on the message, constant columns per recorded row, the
+lines' own values in the placeholder columns); the rows are the same.
 """
 
 from __future__ import annotations
@@ -276,11 +280,11 @@ def add_rows(state: LogState, lines: pl.DataFrame, reps: list[Replay], base: int
         table, subs, const_rows = groups[g]  # type: ignore[index]
         buf = RowBuffer(table, state.buffers[table].schema)
         buf.rows = const_rows
-        const = pl.from_arrow(buf.to_arrow())
-        assert isinstance(const, pl.DataFrame)
+        consts = pl.from_arrow(buf.to_arrow())
+        assert isinstance(consts, pl.DataFrame)
         names = buf.columns
-        slots = {names[k]: pl.col(f"_slot{slot}").cast(const.schema[names[k]], strict=False) for k, slot in subs}
-        rows = const.drop(list(slots)).select(pl.all().gather(part["_c"]))
+        slots = {names[k]: pl.col(f"_slot{slot}").cast(consts.schema[names[k]], strict=False) for k, slot in subs}
+        rows = consts.drop(list(slots)).select(pl.all().gather(part["_c"]))
         t = pl.concat([part.select("_ln", "_seq", **slots), rows], how="horizontal")
         out.setdefault(table, []).append(t.select("_ln", "_seq", *names))
     for table, parts in out.items():

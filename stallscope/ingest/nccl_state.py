@@ -63,8 +63,8 @@ class RowBuffer:
         schema = self.pl_schema
         if self._flat:
             try:
-                cols = zip(*self.rows)
-                df = pl.DataFrame([pl.Series(n, v, dtype=schema[n], strict=True) for n, v in zip(self.columns, cols)])
+                values = zip(*self.rows)
+                df = pl.DataFrame([pl.Series(n, v, dtype=schema[n], strict=True) for n, v in zip(self.columns, values)])
                 return df.to_arrow().cast(self.schema)
             except (pl.exceptions.PolarsError, pa.ArrowInvalid, OverflowError, TypeError, ValueError):
                 pass
