@@ -15,7 +15,9 @@ polars' vectorized string kernels do the work:
   :data:`_COLL_SHAPE`) shows the per-line regex would read the same fields from them; they are
   then split on spaces and read by token position. Every other line goes back to the per-line
   handlers, in line order; INFO lines among them go with their prefix already cut
-  (:attr:`Block.fed`), so the per-line path only routes the message;
+  (:attr:`Block.fed`), so the per-line path only routes the message, and those whose message the
+  memo replays are replayed column by column (:mod:`stallscope.ingest.nccl_memo`);
+* connection lines with the plain prefix are checked and split whole (:data:`_CONN_LINE`);
 * values with few distinct strings (the text after ``via``) are classified once per distinct
   value with the per-line path's own function, so both paths give identical rows (a test
   compares them on every real log and on lines at the edge of each shape).
@@ -26,7 +28,7 @@ START/COMPLETE events the per-line handlers recorded for the block.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,6 +54,8 @@ _PREFIX_NOHOST = r"^[ \t]*\[-?[0-9]{1,9}$"
 #: Int32 (<= 9 digits, <= 7 hex digits), and a printable-ASCII ``via`` text (so trailing blanks strip alike)
 _CONN_SHAPE = (r"^(?:Ring|Channel) [0-9]{1,9}(?:/[0-9]{1,9})? : -?[0-9]{1,9}(?:\[[0-9a-fA-F]{0,7}\])?"
                r" -> -?[0-9]{1,9}(?:\[[0-9a-fA-F]{0,7}\])?(?: \[(?:send|receive)\])? via [ -~]*[!-~][ \t\r\n]*$")
+#: a whole line ``host:pid:tid [dev] NCCL INFO `` + connection message (the common case: read in one split, no cut)
+_CONN_LINE = _PREFIX_PLAIN[:-1] + r"\] NCCL INFO " + _CONN_SHAPE[1:]
 
 #: COLL messages the bulk path takes: the per-line COLL_RE's shape with printable-ASCII tokens (so that a
 #: split on spaces cuts where its ``\S+`` stops), ASCII digits and numbers that fit their columns; more
@@ -73,10 +77,11 @@ def lines_array(data: bytes) -> tuple[pa.LargeStringArray, np.ndarray] | None:
     offs[0] = 0
     offs[1:] = nl + 1
     arr = pa.LargeStringArray.from_buffers(len(nl), pa.py_buffer(offs), pa.py_buffer(data))
-    try:
-        arr.validate(full=True)
-    except pa.ArrowInvalid:
-        return None
+    if len(buf) and buf.max() >= 0x80:  # ASCII is valid UTF-8: the full check only for blocks with other bytes
+        try:
+            arr.validate(full=True)
+        except pa.ArrowInvalid:
+            return None
     return arr, offs
 
 
@@ -88,9 +93,8 @@ class Block:
     taken: np.ndarray  #: positions the bulk path parsed (the per-line path skips them)
     conn: pl.DataFrame | None
     coll: pl.DataFrame | None
-    #: other INFO lines whose prefix was cut here: positions, and (msg, host, pid, tid, dev) lists for ``dispatch``
-    fed: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
-    fed_fields: tuple[list[Any], ...] = ()
+    #: other INFO lines whose prefix was cut here, in line order: columns i, msg, host, pid, tid, cuda_dev
+    fed: pl.DataFrame | None = None
 
 
 def _tok(col: str, k: int) -> pl.Expr:
@@ -113,6 +117,8 @@ def _ascii_lines(arr: pa.LargeStringArray, offs: np.ndarray) -> np.ndarray | Non
     Polars finds substrings by byte offset but slices by character: on ASCII lines the two agree.
     """
     buf = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[: offs[-1]]
+    if not len(buf) or buf.max() < 0x80:
+        return None
     high = np.flatnonzero(buf >= 0x80)
     if len(high) == 0:
         return None
@@ -172,40 +178,57 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) ->
     df = df.filter(pl.col("pos").is_not_null())
     if df.height == 0:
         return Block(nccl, np.empty(0, dtype=np.int64), None, None)
-    df = _prefixes(df)
+    # connection lines with the plain prefix are read whole; the prefix of the others is cut first
+    # (the full check runs only on lines with " via ": COLL lines and others skip it)
+    whole = np.zeros(df.height, dtype=bool)
+    cand = np.flatnonzero(df["l"].str.contains(" via ", literal=True).to_numpy())
+    if len(cand):
+        whole[cand] = df["l"].gather(cand).str.contains(_CONN_LINE).to_numpy()
+    whole_s = pl.Series(whole)
+    conn_whole = _connections(df.filter(whole_s), "l", 4)
+    df = _prefixes(df.filter(~whole_s))
     df = df.select("i", "host", "pid", "tid", "cuda_dev", msg=pl.col("l").str.slice(pl.col("pos") + len(_INFO)))
     msg = pl.col("msg")
     is_conn = msg.str.contains(_CONN_SHAPE)
     # ("Bootstrap:" and "bootstrapSplit:" have handlers of their own in the per-line path)
     is_coll = msg.str.contains(_COLL_SHAPE) & ~msg.str.starts_with("Bootstrap:") & ~msg.str.starts_with("bootstrapSplit:")
-    conn = _connections(df.filter(is_conn))
+    conn = _connections(df.filter(is_conn), "msg", 0)
+    if conn_whole is not None:
+        conn = conn_whole if conn is None else pl.concat([conn_whole, conn]).sort("i")
     coll = _colls(df.filter(is_coll).with_columns(msg=msg.str.strip_chars_end("\r\n")))
     taken = np.concatenate([f["i"].to_numpy().astype(np.int64) for f in (conn, coll) if f is not None] or [np.empty(0, np.int64)])
     block = Block(nccl, taken, conn, coll)
     if feed:
         if len(taken):
             df = df.filter(pl.Series(~np.isin(df["i"].to_numpy(), taken)))
-        block.fed = df["i"].to_numpy().astype(np.int64)
-        block.fed_fields = (df["msg"].str.strip_suffix("\n").str.strip_suffix("\r").to_list(), df["host"].to_list(),
-                            df["pid"].to_list(), df["tid"].to_list(), df["cuda_dev"].to_list())
+        block.fed = df.with_columns(msg=pl.col("msg").str.strip_suffix("\n").str.strip_suffix("\r"))
     return block
 
 
-def _connections(df: pl.DataFrame) -> pl.DataFrame | None:
+def _connections(df: pl.DataFrame, text: str, first: int) -> pl.DataFrame | None:
     """``Ring|Channel CH[/CI] : SRC[dev] -> DST[dev] [send|receive] via TEXT``, rows already of that shape.
 
     The shape check (:data:`_CONN_SHAPE`, capture-free) guarantees every field is where the
     splits look for it and fits its column; the fields are then cut by splitting on spaces.
+    ``text``: the column holding the message, which starts at space-separated token ``first``:
+    0 for a cut message (host, pid, tid, cuda_dev are columns already), 4 for a whole line of
+    :data:`_CONN_LINE`, whose first two tokens are ``host:pid:tid`` and ``[dev]``.
     """
     if df.height == 0:
         return None
-    df = df.with_columns(t=pl.col("msg").str.splitn(" ", 7), v=pl.col("msg").str.find(" via ", literal=True)).unnest("t", separator="_")
-    df = df.with_columns(c=pl.col("t_field_1").str.splitn("/", 2), s=pl.col("t_field_3").str.splitn("[", 2),
-                         d=pl.col("t_field_5").str.splitn("[", 2)).unnest("c", "s", "d", separator="_")
-    dir_t = pl.col("t_field_6")
+    df = df.with_columns(t=pl.col(text).str.splitn(" ", first + 7), v=pl.col(text).str.find(" via ", literal=True)
+                         ).unnest("t", separator="_")
+    tok = lambda k: f"t_field_{first + k}"  # noqa: E731
+    df = df.with_columns(c=pl.col(tok(1)).str.splitn("/", 2), s=pl.col(tok(3)).str.splitn("[", 2),
+                         d=pl.col(tok(5)).str.splitn("[", 2)).unnest("c", "s", "d", separator="_")
+    if first:
+        df = df.with_columns(a=pl.col("t_field_0").str.splitn(":", 3)).unnest("a", separator="_").with_columns(
+            host="a_field_0", pid=pl.col("a_field_1").cast(pl.Int64), tid=pl.col("a_field_2").cast(pl.Int64),
+            cuda_dev=pl.col("t_field_1").str.slice(1).str.strip_suffix("]").cast(pl.Int32))
+    dir_t = pl.col(tok(6))
     return df.select(
-        "i", "host", "pid", "tid", "cuda_dev", kw="t_field_0",
-        via=pl.col("msg").str.slice(pl.col("v") + 5).str.strip_chars_end(" \t\r\n"),
+        "i", "host", "pid", "tid", "cuda_dev", kw=tok(0),
+        via=pl.col(text).str.slice(pl.col("v") + 5).str.strip_chars_end(" \t\r\n"),
         channel=pl.col("c_field_0").cast(pl.Int32), conn_index=pl.col("c_field_1").cast(pl.Int32),
         src_rank=pl.col("s_field_0").cast(pl.Int32), dst_rank=pl.col("d_field_0").cast(pl.Int32),
         src_br=pl.col("s_field_1").str.strip_suffix("]").fill_null(""), dst_br=pl.col("d_field_1").str.strip_suffix("]").fill_null(""),
@@ -236,7 +259,7 @@ def _colls(df: pl.DataFrame) -> pl.DataFrame | None:
 # -- finishing rows (after the per-line handlers ran on the rest of the block) ----------------
 
 
-def _comm_attribution(state: LogState, df: pl.DataFrame, snapshot: dict[Key, tuple[str | None, str | None]]) -> pl.DataFrame:
+def comm_attribution(state: LogState, df: pl.DataFrame, snapshot: dict[Key, tuple[str | None, str | None]]) -> pl.DataFrame:
     """Add comm_id/comm_ptr: the last Init START (not yet COMPLETE) of the row's thread before the row."""
     events: list[tuple[Any, ...]] = [(k[0], k[1], k[2], -1, v[0], v[1]) for k, v in snapshot.items()]
     events += [(k[0], k[1], k[2], ln, cid, ptr) for k, ln, cid, ptr in state.comm_events]
@@ -253,9 +276,18 @@ _VIA_SCHEMA = {"via": pl.String, "transport": pl.String, "mechanism": pl.String,
                "ce": pl.Boolean, "indirect_rank": pl.Int32}
 
 
-def _bracket_value(br: pl.Expr, is_bus: pl.Expr) -> pl.Expr:
-    s = pl.when(br != "").then(br)
-    return pl.when(is_bus).then(s.str.to_integer(base=16, strict=False)).otherwise(s.str.to_integer(base=10, strict=False))
+def _brackets(side: str) -> list[pl.Expr]:
+    """``{side}_dev``, ``{side}_bus_id`` and ``_{side}_bus`` from the bracket text ``{side}_br`` (``""`` when none).
+
+    A bracket is a bus id when it has 4+ characters or a hex letter (the per-line rule); the
+    shape checks allow only ``[0-9a-fA-F]{0,7}`` there, so "has a hex letter" is "is not a decimal
+    number", which the decimal parse that non-bus brackets need anyway already says.
+    """
+    br = pl.col(f"{side}_br")
+    dec = br.str.to_integer(base=10, strict=False)
+    bus = (br.str.len_bytes() >= 4) | (dec.is_null() & (br != ""))
+    return [pl.when(bus).then(br.str.to_integer(base=16, strict=False)).otherwise(dec).alias(f"{side}_dev"),
+            pl.when(bus).then(br).alias(f"{side}_bus_id"), bus.alias(f"_{side}_bus")]
 
 
 def finish(state: LogState, block: Block, base: int, snapshot: dict[Key, tuple[str | None, str | None]]) -> None:
@@ -276,19 +308,14 @@ def finish(state: LogState, block: Block, base: int, snapshot: dict[Key, tuple[s
 def _finish_connections(state: LogState, df: pl.DataFrame, base: int, snapshot: dict[Key, tuple[str | None, str | None]]) -> None:
     fp = state.fingerprints
     vias = [(v, *nccl_messages.classify_via(v, fp)) for v in df["via"].unique().to_list()]
-    s_bus = (pl.col("src_br").str.len_chars() >= 4) | pl.col("src_br").str.contains("[a-fA-F]")
-    d_bus = (pl.col("dst_br").str.len_chars() >= 4) | pl.col("dst_br").str.contains("[a-fA-F]")
     has_br = (pl.col("src_br") != "") | (pl.col("dst_br") != "")
-    df = df.with_columns(
-        line_no=pl.col("i").cast(pl.Int64) + base + 1,
-        src_dev=_bracket_value(pl.col("src_br"), s_bus), dst_dev=_bracket_value(pl.col("dst_br"), d_bus),
-        src_bus_id=pl.when(s_bus).then("src_br"), dst_bus_id=pl.when(d_bus).then("dst_br"),
-        dev_is_bus_id=pl.when(has_br).then(s_bus | d_bus),
-    ).join(pl.DataFrame(vias, orient="row", schema=_VIA_SCHEMA), on="via", how="left", maintain_order="left")
+    df = df.with_columns(*_brackets("src"), *_brackets("dst"), line_no=pl.col("i").cast(pl.Int64) + base + 1)
+    df = df.with_columns(dev_is_bus_id=pl.when(has_br).then(pl.col("_src_bus") | pl.col("_dst_bus"))).join(
+        pl.DataFrame(vias, orient="row", schema=_VIA_SCHEMA), on="via", how="left", maintain_order="left")
     shapes = df.select("kw", no_ci=pl.col("conn_index").is_null(), bus="dev_is_bus_id", t="transport").unique()
     for kw, no_ci, bus, t in shapes.iter_rows():
         nccl_messages.connection_fingerprints(fp, kw, None if no_ci else "0", bus, t)
-    df = _comm_attribution(state, df, snapshot).with_columns(
+    df = comm_attribution(state, df, snapshot).with_columns(
         printer_rank=pl.when(pl.col("direction") == "receive").then("dst_rank").otherwise("src_rank"),
         inter_node=pl.when(pl.col("transport").is_in(["P2P", "SHM"])).then(False),
         file=pl.lit(state.label), transport_detail=pl.col("via"))

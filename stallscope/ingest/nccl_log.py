@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stallscope.errors import IngestError
-from stallscope.ingest import nccl_bulk, nccl_errors, nccl_messages, nccl_setup, nccl_tests, watchdog
+from stallscope.ingest import nccl_bulk, nccl_errors, nccl_memo, nccl_messages, nccl_setup, nccl_tests, watchdog
 from stallscope.ingest.nccl_state import LogState
 from stallscope.ingest.schemas.nccl import LEVEL_RE, PREFIX_RE, VERSION_RE, WRAPPER_RE, version_range
 from stallscope.ingest.source import ByteStream
@@ -163,10 +163,21 @@ def _parse_block(state: LogState, data: bytes, base: int, offset: int, bare: boo
             rest &= ~nul
             if state.junk_offset is None:
                 state.junk_offset = offset + int(offs[np.flatnonzero(nul)[0]])
-    # lines whose prefix the bulk path cut go straight to the message handlers: fed[i] = their row
+    # lines whose prefix the bulk path cut: replayed column by column where the memo allows, the
+    # others go straight to the message handlers (fed[i] = their row)
     fed = np.full(n, -1, dtype=np.int64)
-    fed[block.fed] = np.arange(len(block.fed))
-    msgs, hosts, pids, tids, devs = block.fed_fields or ([], [], [], [], [])
+    msgs: list[Any] = []
+    hosts: list[Any] = []
+    pids: list[Any] = []
+    tids: list[Any] = []
+    devs: list[Any] = []
+    replayed = None
+    if block.fed is not None and block.fed.height:
+        replayed, reps, left = nccl_memo.split_block(state, block.fed, nccl_messages.replay_of)
+        if replayed.height:
+            rest[replayed["i"].to_numpy()] = False
+        fed[left["i"].to_numpy()] = np.arange(left.height)
+        msgs, hosts, pids, tids, devs = (left[c].to_list() for c in ("msg", "host", "pid", "tid", "cuda_dev"))
     dispatch = nccl_messages.dispatch
     snapshot = dict(state.thread_comm)
     idx = np.flatnonzero(rest)
@@ -178,6 +189,8 @@ def _parse_block(state: LogState, data: bytes, base: int, offset: int, bare: boo
             continue
         raw = data[offs[i]:offs[i + 1] - 1]
         _line(state, raw, base + i + 1, partial(_offset_in_block, offs, i, offset), False, has_nul)
+    if replayed is not None:
+        nccl_memo.add_rows(state, replayed, reps, base, partial(nccl_bulk.comm_attribution, state, snapshot=snapshot))
     nccl_bulk.finish(state, block, base, snapshot)
     return n
 

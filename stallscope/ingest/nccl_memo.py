@@ -16,12 +16,20 @@ host) raises ``AttributeError`` on the recorder (computing with a placeholder ra
 ``TypeError``): that message is marked impure and always runs for real. The handlers were checked
 for branches on a prefix field that do not touch the state (there are none). Connection,
 communicator, version, topology and COLL messages are not tried at all (``nccl_messages``).
+
+Where a block has many replayable lines, :func:`split_block` and :func:`add_rows` replay them
+column by column instead (one join on the message, constant columns per recorded row, the
+lines' own values in the placeholder columns); the rows are the same.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from stallscope.ingest.nccl_state import DEFERRED_FRAMES, RowBuffer
 
 if TYPE_CHECKING:  # pragma: no cover
     from stallscope.ingest.nccl_state import LogState
@@ -89,7 +97,7 @@ class _Recorder:
 class Replay:
     """What one message did: the handler's answer, fingerprints, and rows with placeholder positions."""
 
-    __slots__ = ("ok", "fingerprints", "rows", "comm")
+    __slots__ = ("ok", "fingerprints", "rows", "comm", "deferred", "columnar")
 
     def __init__(self, ok: bool, rec: _Recorder) -> None:
         self.ok = ok
@@ -101,6 +109,10 @@ class Replay:
             subs = tuple((k, v.index) for k, v in items if isinstance(v, _Slot))
             self.comm = self.comm or any(v >= COMM_ID.index for _, v in subs)
             self.rows.append((kind, table, list(data) if kind == "row" else data, subs))
+        #: whether some row goes to a table completed at the end of the file
+        self.deferred = any(kind != "row" for kind, *_ in self.rows)
+        #: whether :func:`add_rows` can replay it (decided on first use: :func:`_columnar`)
+        self.columnar: bool | None = None
 
     def apply(self, state: LogState, host: Any, pid: Any, tid: Any, dev: Any, ln: int) -> bool:
         """Add this message's rows for one line (the values that replace the placeholders)."""
@@ -122,14 +134,11 @@ Handler = Callable[..., bool]
 _UNSEEN = object()
 
 
-def dispatch(state: LogState, memo: dict[str, Replay | None], handler: Handler, msg: str, host: Any, pid: Any, tid: Any,
-             dev: Any, ln: int) -> bool:
-    """``handler(state, msg, ...)``, parsed once per distinct ``msg`` when the handler proves pure."""
+def record(state: LogState, memo: dict[str, Replay | None], handler: Handler, msg: str) -> Replay | None:
+    """The replay of ``msg`` (recorded on first sight), or None when its handler is not pure."""
     rep = memo.get(msg, _UNSEEN)
-    if isinstance(rep, Replay):
-        return rep.apply(state, host, pid, tid, dev, ln)
-    if rep is None:  # impure: always for real
-        return handler(state, msg, host, pid, tid, dev, ln)
+    if rep is not _UNSEEN:
+        return rep  # type: ignore[return-value]
     if len(memo) >= MAX_MESSAGES:
         memo.clear()
     rec = _Recorder(state)
@@ -137,6 +146,150 @@ def dispatch(state: LogState, memo: dict[str, Replay | None], handler: Handler, 
         ok = handler(rec, msg, HOST, PID, TID, DEV, LINE)
     except (AttributeError, TypeError):  # it used the state, or computed with a placeholder
         memo[msg] = None
-        return handler(state, msg, host, pid, tid, dev, ln)
+        return None
     rep = memo[msg] = Replay(ok, rec)
+    return rep
+
+
+def dispatch(state: LogState, memo: dict[str, Replay | None], handler: Handler, msg: str, host: Any, pid: Any, tid: Any,
+             dev: Any, ln: int) -> bool:
+    """``handler(state, msg, ...)``, parsed once per distinct ``msg`` when the handler proves pure."""
+    rep = record(state, memo, handler, msg)
+    if rep is None:  # impure: always for real
+        return handler(state, msg, host, pid, tid, dev, ln)
     return rep.apply(state, host, pid, tid, dev, ln)
+
+
+# -- a block's replays, column by column ------------------------------------------------------
+#
+# In a big job's init log most setup lines are replays. Replayed one at a time they cost a Python
+# row tuple each, and the tuples then cost again on their way to Arrow. Here the block's cut INFO
+# lines (a frame from the bulk path) are matched to their replays by one join on the message; each
+# recorded row becomes one row of constant columns, joined to the lines that replay it, with the
+# line's own values put in the placeholder columns. Only what the per-line replay would add is
+# added: the same rows (``tests/ingest/test_nccl_log.py`` compares the two on every real log).
+
+#: fewest lines of a block replayed column by column: the column-by-column replay has a fixed cost
+#: of about a millisecond per table and block, which fewer lines replayed one by one do not reach
+MIN_COLUMN_LINES = 2048
+
+#: the lines frame's column of each placeholder (by ``_Slot.index``)
+_SLOT_COLUMNS = ("host", "pid", "tid", "cuda_dev", "line_no", "comm_id", "comm_ptr")
+
+
+def split_block(state: LogState, lines: pl.DataFrame, replay_of: Callable[[LogState, str], Replay | None],
+                ) -> tuple[pl.DataFrame, list[Replay], pl.DataFrame]:
+    """Split a block's cut INFO lines (columns ``i, msg, host, pid, tid, cuda_dev``, in line order) into
+    the lines replayed column by column (:func:`add_rows`) and the rest, for the per-line handlers.
+
+    A line is replayed here when its message has a replay (``replay_of``, recording it on first sight)
+    that understood it and that :func:`_columnar` allows; a replay that holds the thread's communicator
+    also needs host, pid and tid (the as-of join that finds the communicator matches no nulls).
+    Returns (those lines with a column ``rid``, the replays by ``rid``, the other lines).
+    """
+    reps: list[Replay] = []
+    keys: list[str] = []
+    comm: list[int] = []
+    for msg in lines["msg"].unique().to_list():
+        rep = replay_of(state, msg)
+        if rep is None or not rep.ok:
+            continue
+        if rep.columnar is None:
+            rep.columnar = _columnar(state, rep)
+        if not rep.columnar:
+            continue
+        if rep.comm:
+            comm.append(len(reps))
+        keys.append(msg)
+        reps.append(rep)
+    if not reps:
+        return lines.clear(), reps, lines
+    ids = pl.DataFrame({"msg": keys, "rid": range(len(keys))}, schema={"msg": pl.String, "rid": pl.Int32})
+    df = lines.join(ids, on="msg", how="left", maintain_order="left")
+    go = pl.col("rid").is_not_null()
+    if comm:
+        no_key = pl.col("host").is_null() | pl.col("pid").is_null() | pl.col("tid").is_null()
+        go = go & ~(pl.col("rid").is_in(comm) & no_key)
+    df = df.with_columns(go=go)
+    if df["go"].sum() < MIN_COLUMN_LINES:
+        return lines.clear(), [], lines
+    return df.filter("go").drop("go"), reps, df.filter(~pl.col("go")).drop("go", "rid")
+
+
+def _columnar(state: LogState, rep: Replay) -> bool:
+    """Whether the rows of ``rep`` can be added column by column: rows of plain tables always; rows of
+    deferred tables only where their completion takes frames (:data:`DEFERRED_FRAMES`) and every
+    recorded value fits its column as it is (the completion matches rows by value: a value made to
+    fit would match where the dict it came from would not)."""
+    for kind, table, data, _subs in rep.rows:
+        if kind == "row":
+            continue
+        if table not in DEFERRED_FRAMES:
+            return False
+        buf = state.buffers[table]
+        row = [None if isinstance(v, _Slot) else v for v in map(data.get, buf.columns)]
+        try:
+            pl.DataFrame([row], schema=buf.pl_schema, orient="row", strict=True)
+        except (pl.exceptions.PolarsError, OverflowError, TypeError, ValueError):
+            return False
+    return True
+
+
+def add_rows(state: LogState, lines: pl.DataFrame, reps: list[Replay], base: int,
+             with_comm: Callable[[pl.DataFrame], pl.DataFrame]) -> None:
+    """Add the rows of the lines :func:`split_block` kept (``base``: lines before the block).
+
+    ``with_comm`` adds each line's communicator (``comm_id``, ``comm_ptr``) to a frame with host, pid,
+    tid and line_no in line order; it runs after the block's per-line handlers (which record the
+    communicator events). Rows of one table come out in line order, a line's rows in recorded order.
+    """
+    if lines.height == 0:
+        return
+    groups: list[tuple[str, tuple[tuple[Any, int], ...], list[list[Any]]]] = []
+    gids: dict[tuple[str, tuple[tuple[Any, int], ...]], int] = {}
+    plan: list[tuple[int, int, int, int]] = []  # (rid, seq, group, row of the group's constants)
+    for rid, rep in enumerate(reps):
+        if rep.fingerprints:
+            state.fingerprints |= rep.fingerprints
+        for seq, (kind, table, data, subs) in enumerate(rep.rows):
+            if kind != "row":  # a dict: its values in column order, placeholders by column position
+                cols = state.buffers[table].columns
+                data = list(map(data.get, cols))
+                subs = tuple((cols.index(k), slot) for k, slot in subs if k in cols)
+            g = gids.setdefault((table, subs), len(groups))
+            if g == len(groups):
+                groups.append((table, subs, []))
+            const = groups[g][2]
+            plan.append((rid, seq, g, len(const)))
+            row = list(data)
+            for k, _slot in subs:
+                row[k] = None
+            const.append(row)
+    if not plan:
+        return
+    df = lines.with_columns(line_no=pl.col("i").cast(pl.Int64) + (base + 1))
+    if any(rep.comm for rep in reps):
+        df = with_comm(df)
+    else:
+        df = df.with_columns(comm_id=pl.lit(None, pl.String), comm_ptr=pl.lit(None, pl.String))
+    df = df.select("rid", "line_no", *(pl.col(c).alias(f"_slot{k}") for k, c in enumerate(_SLOT_COLUMNS)))
+    plan_df = pl.DataFrame(plan, orient="row", schema={"rid": pl.Int32, "_seq": pl.Int32, "_g": pl.Int32, "_c": pl.UInt32})
+    df = df.join(plan_df, on="rid", how="inner").rename({"line_no": "_ln"})
+    out: dict[str, list[pl.DataFrame]] = {}
+    for (g,), part in df.partition_by("_g", as_dict=True).items():
+        table, subs, const_rows = groups[g]  # type: ignore[index]
+        buf = RowBuffer(table, state.buffers[table].schema)
+        buf.rows = const_rows
+        consts = pl.from_arrow(buf.to_arrow())
+        assert isinstance(consts, pl.DataFrame)
+        names = buf.columns
+        slots = {names[k]: pl.col(f"_slot{slot}").cast(consts.schema[names[k]], strict=False) for k, slot in subs}
+        rows = consts.drop(list(slots)).select(pl.all().gather(part["_c"]))
+        t = pl.concat([part.select("_ln", "_seq", **slots), rows], how="horizontal")
+        out.setdefault(table, []).append(t.select("_ln", "_seq", *names))
+    for table, parts in out.items():
+        t = pl.concat(parts).sort("_ln", "_seq")
+        if table in state.deferred:
+            state.deferred_frames.setdefault(table, []).append(t)
+        else:
+            state.add_arrow(table, t.drop("_ln", "_seq").to_arrow())

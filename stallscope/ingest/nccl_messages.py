@@ -321,6 +321,18 @@ def dispatch(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num
     return nccl_memo.dispatch(state, state.memo, h, msg, host, pid, tid, dev, ln)
 
 
+def replay_of(state: LogState, msg: str) -> nccl_memo.Replay | None:
+    """The memo's replay of one INFO message (recorded on first sight), or None when the message's
+    handler runs on every line (``dispatch``'s rule) or is not pure."""
+    rep = state.memo.get(msg)
+    if rep is not None:
+        return rep
+    h = _route(msg)
+    if h in _PER_LINE or (h is channel_line and "->" in msg) or (h is ring_line and " via " in msg):
+        return None
+    return nccl_memo.record(state, state.memo, h, msg)
+
+
 def _route(msg: str) -> Handler:
     """The handler of one INFO message: by its first word (a dict lookup), then by a few substrings."""
     sp = msg.find(" ")

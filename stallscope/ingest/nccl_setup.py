@@ -10,7 +10,10 @@ network's plugin name and GDR per HCA on device rows.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
 
 from stallscope.ingest.nccl_state import opt_int
 from stallscope.ingest.schemas import nccl as F
@@ -320,9 +323,24 @@ def finish(state: LogState, vrange: str | None) -> None:
             if d.get("rank") == t["rank"]:
                 d["local_rank"] = t["local_rank"]
         state.add_dict("nccl_comms", d)
+    _finish_net(state)
+
+
+def _finish_net(state: LogState) -> None:
+    """IB device rows get the process's selected network plugin and their HCA's GDR state (the last
+    line that says so wins), for rows kept as dicts and rows replayed as frames alike."""
     net = state.deferred["nccl_net"]
-    selected = {(d["host"], d["pid"]): d["net"] for d in net if d["kind"] == "selected"}
-    gdr = {(d["host"], d["pid"], d["dev_index"]): d["gdr"] for d in net if d["kind"] == "gdr"}
+    frame = pl.concat(state.deferred_frames.pop("nccl_net")) if state.deferred_frames.get("nccl_net") else None
+    # the facts in line order (a frame's rows and the dicts never share a line)
+    said: list[tuple[Any, ...]] = [(d["line_no"] if d["line_no"] is not None else -1, i, d["kind"], d["host"], d["pid"],
+                                    d.get("dev_index"), d.get("net"), d.get("gdr"))
+                                   for i, d in enumerate(net) if d["kind"] in ("selected", "gdr")]
+    if frame is not None:
+        said += frame.filter(pl.col("kind").is_in(["selected", "gdr"])).select(
+            "_ln", "_seq", "kind", "host", "pid", "dev_index", "net", "gdr").rows()
+        said.sort(key=lambda e: (e[0], e[1]))
+    selected = {(h, p): n for _, _, kind, h, p, _i, n, _g in said if kind == "selected"}
+    gdr = {(h, p, i): g for _, _, kind, h, p, i, _n, g in said if kind == "gdr"}
     for d in net:
         if d["kind"] == "ib_device":
             sel = selected.get((d["host"], d["pid"]))
@@ -330,3 +348,40 @@ def finish(state: LogState, vrange: str | None) -> None:
                 d["plugin"] = sel
             d["gdr"] = gdr.get((d["host"], d["pid"], d["dev_index"]))
         state.add_dict("nccl_net", d)
+    if frame is None:
+        return
+    # frame rows hold values that fit their columns (nccl_memo._columnar), so a fact whose key does not
+    # fit matches none of them; the joins match null keys as the dicts match None
+    fits = partial(_fits, state.buffers["nccl_net"].pl_schema)
+    sel = pl.DataFrame([(h, p, v) for (h, p), v in selected.items() if fits(host=h, pid=p, net=v)], orient="row",
+                       schema={"host": pl.String, "pid": pl.Int64, "_sel": pl.String})
+    g = pl.DataFrame([(h, p, i, v) for (h, p, i), v in gdr.items() if fits(host=h, pid=p, dev_index=i, gdr=v)],
+                     orient="row", schema={"host": pl.String, "pid": pl.Int64, "dev_index": pl.Int32, "_gdr": pl.Boolean})
+    ib = pl.col("kind") == "ib_device"
+    frame = (frame.join(sel, on=["host", "pid"], how="left", nulls_equal=True, maintain_order="left")
+             .join(g, on=["host", "pid", "dev_index"], how="left", nulls_equal=True, maintain_order="left")
+             .with_columns(plugin=pl.when(ib & pl.col("_sel").is_not_null() & ~pl.col("_sel").is_in(["IB", "Socket"]))
+                           .then("_sel").otherwise("plugin"),
+                           gdr=pl.when(ib).then("_gdr").otherwise("gdr")))
+    state.add_arrow("nccl_net", frame.select(state.buffers["nccl_net"].columns).to_arrow())
+
+
+def _fits(schema: dict[str, pl.DataType], **values: Any) -> bool:
+    """Whether each value is of its column's kind and in its range (a key a frame row can hold)."""
+    for name, v in values.items():
+        if v is None:
+            continue
+        t = schema[name]
+        if t == pl.String:
+            if not isinstance(v, str):
+                return False
+        elif t == pl.Boolean:
+            if not isinstance(v, bool):
+                return False
+        elif t.is_integer():
+            bits = 63 if t == pl.Int64 else 31 if t == pl.Int32 else None
+            if bits is None or type(v) is not int or not -(1 << bits) <= v < (1 << bits):
+                return False
+        else:
+            return False
+    return True

@@ -24,6 +24,8 @@ BATCH_ROWS = 50_000
 MAX_DEFERRED_CONNECTIONS = 200_000
 #: tables kept whole (as dicts) until the end of the file
 DEFERRED = ("nccl_comms", "nccl_net", "watchdog_timeouts")
+#: deferred tables whose end-of-file completion also takes frames of rows (replayed column by column)
+DEFERRED_FRAMES = ("nccl_net",)
 
 Key = tuple[str | None, int | None, int | None]
 
@@ -51,13 +53,23 @@ class RowBuffer:
     def to_arrow(self) -> pa.Table:
         """The buffered rows as a table of the registered schema; values that do not fit become null.
 
-        Built by polars from the row tuples (about 3x faster than one ``pa.array`` per column);
-        the slow per-value path runs only when some value does not fit its column.
+        Built by polars: column by column where every value already has its column's type (about
+        twice as fast as from row tuples), else from the row tuples (which also converts, e.g.
+        ``"1"`` in an integer column), and only when some value still does not fit, one value at a
+        time.
         """
         if not self.rows:
             return self.schema.empty_table()
+        schema = self.pl_schema
+        if self._flat:
+            try:
+                values = zip(*self.rows)
+                df = pl.DataFrame([pl.Series(n, v, dtype=schema[n], strict=True) for n, v in zip(self.columns, values)])
+                return df.to_arrow().cast(self.schema)
+            except (pl.exceptions.PolarsError, pa.ArrowInvalid, OverflowError, TypeError, ValueError):
+                pass
         try:
-            df = pl.DataFrame(self.rows, schema=self._pl_schema, orient="row", strict=True)
+            df = pl.DataFrame(self.rows, schema=schema, orient="row", strict=True)
             return df.to_arrow().cast(self.schema)
         except (pl.exceptions.PolarsError, pa.ArrowInvalid, OverflowError, TypeError, ValueError):
             pass
@@ -66,7 +78,13 @@ class RowBuffer:
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
     @property
-    def _pl_schema(self) -> dict[str, pl.DataType]:
+    def _flat(self) -> bool:
+        """No nested (list) column: building column by column is faster only then."""
+        return not any(t.is_nested() for t in self.pl_schema.values())
+
+    @property
+    def pl_schema(self) -> dict[str, pl.DataType]:
+        """The table's polars schema (computed once per process)."""
         got = _PL_SCHEMAS.get(self.name)
         if got is None:
             got = _PL_SCHEMAS[self.name] = dict(pl.DataFrame(self.schema.empty_table()).schema)
@@ -105,6 +123,9 @@ class LogState:
     sink: TableSink
     buffers: dict[str, RowBuffer] = field(default_factory=dict)
     deferred: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: rows of :data:`DEFERRED_FRAMES` tables replayed column by column (the schema's columns, then
+    #: ``_ln`` and ``_seq``: line number and place among the line's rows, for line order)
+    deferred_frames: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
     #: Arrow batches made by the bulk path, per table, waiting to be written with the tuple rows
     chunks: dict[str, list[pa.Table]] = field(default_factory=dict)
     #: applied to a table's batch just before it is written

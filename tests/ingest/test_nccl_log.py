@@ -25,6 +25,13 @@ from test_nccl_ground_truth import LOGS
 P = "node-1:4242:4243 [0] NCCL INFO "
 
 
+@pytest.fixture(autouse=True)
+def _column_replay_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replay column by column however few lines a block has (the logs here are small), so that every
+    comparison with the per-line path below covers it."""
+    monkeypatch.setattr(nccl_memo, "MIN_COLUMN_LINES", 0)
+
+
 def parse(tmp_path: Path, text: str | bytes, name: str = "x.log", **kw: Any) -> dict[str, Any]:
     """Parse ``text`` through both paths; assert they agree; return tables as polars frames."""
     f = tmp_path / name
@@ -53,6 +60,30 @@ def conns(info: dict[str, Any]) -> list[dict[str, Any]]:
 def test_hot_table_column_order_matches_specs() -> None:
     assert nccl_messages.CONN_COLUMNS == tuple(NCCL_CONNECTIONS.schema.names)
     assert nccl_messages.COLL_COLUMNS == tuple(NCCL_COLLS.schema.names)
+
+
+def test_row_buffer_builds_the_same_table_by_columns_and_by_rows() -> None:
+    """RowBuffer.to_arrow column by column (values of their column's type) gives what it gives from row
+    tuples; values of another type (text in a number column, numbers that overflow) take the row path."""
+    from stallscope.ingest.nccl_state import RowBuffer
+
+    class ByRows(RowBuffer):
+        _flat = False  # type: ignore[assignment]
+
+    tables: dict[str, list[tuple[Any, ...]]] = {}
+    for f in sorted(LOGS.glob("*.log")):
+        for name, t in parse_nccl_log(f)["arrow"].items():
+            tables.setdefault(name, []).extend(pl.from_arrow(t).rows())  # type: ignore[union-attr]
+    odd = {"nccl_env": [("h", "12", 3, 1, "NAME", 5, "f", 1), ("h", 1 << 70, 3, True, "N", "v", "f", 2.0)],
+           "nccl_facts": [("h", 1, 2, 1 << 40, "k", None, "m", "f", "7")]}
+    for spec in NCCL_TABLES:
+        for rows in (tables.get(spec.name, []), odd.get(spec.name, [])):
+            if not rows:
+                continue
+            a, b = RowBuffer(spec.name, spec.schema), ByRows(spec.name, spec.schema)
+            a.rows, b.rows = list(rows), list(rows)
+            assert a.to_arrow().equals(b.to_arrow()), spec.name
+    assert sum(map(len, tables.values())) > 500
 
 
 def test_every_column_documented() -> None:
@@ -413,6 +444,9 @@ BULK_EDGES = [
     P + "Channel 02 : 0[0] -> 1[1] via\tP2P/IPC",
     P + "Channel 1234567890 : 0[0] -> 1[1] via P2P/IPC",
     P + "Channel 03 : 0[0] -> 1[1] [send] via NET/IB/1/GDRDMA",
+    P + "Channel 06 : 0[abc] -> 1[1000] via P2P/IPC",  # bus ids: a hex letter, or 4+ digits
+    P + "Channel 07 : 0[] -> 1[012] via P2P/IPC",  # empty bracket, a 3-digit device
+    P + "Channel 08 : 0[0] -> 1 via P2P/IPC",
     P + "AllReduce: opCount 2 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 [nranks=8] stream 0x4 extra",
     P + "AllReduce: opCount 3 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 [nranks=8]",
     P + "AllReduce: opCount 4 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 root 0 comm 0x3 [nranks=12345678901] stream 0x4",
@@ -438,12 +472,23 @@ def test_bulk_edges_agree_with_the_per_line_path(tmp_path: Path) -> None:
 
 
 def _without_memo(f: Path) -> dict[str, Any]:
-    orig = nccl_memo.dispatch
-    nccl_memo.dispatch = lambda state, memo, h, msg, *a: h(state, msg, *a)  # type: ignore[assignment]
+    """Every message through its handler, line by line (no replay, per line or column by column)."""
+    orig = nccl_memo.record
+    nccl_memo.record = lambda *a: None  # type: ignore[assignment]
     try:
         return parse_nccl_log(f)
     finally:
-        nccl_memo.dispatch = orig  # type: ignore[assignment]
+        nccl_memo.record = orig  # type: ignore[assignment]
+
+
+def _replayed_by_lines(f: Path) -> dict[str, Any]:
+    """The memo's replays one line at a time (blocks below the column-by-column threshold)."""
+    orig = nccl_memo.MIN_COLUMN_LINES
+    nccl_memo.MIN_COLUMN_LINES = 1 << 60
+    try:
+        return parse_nccl_log(f)
+    finally:
+        nccl_memo.MIN_COLUMN_LINES = orig
 
 
 def _assert_same(a: dict[str, Any], b: dict[str, Any]) -> None:
@@ -469,7 +514,74 @@ def test_memo_replays_what_the_handlers_add(tmp_path: Path) -> None:
     f.write_text(text)
     a = parse_nccl_log(f)
     _assert_same(a, _without_memo(f))
+    _assert_same(a, _replayed_by_lines(f))
     assert a["tables"]["nccl_env"] > 0 and a["tables"]["nccl_net"] > 0
+
+
+def _without_memo_blocks(f: Path, block_size: int) -> dict[str, Any]:
+    orig = nccl_memo.record
+    nccl_memo.record = lambda *a: None  # type: ignore[assignment]
+    try:
+        return parse_nccl_log(f, block_size=block_size)
+    finally:
+        nccl_memo.record = orig  # type: ignore[assignment]
+
+
+def test_column_replay_finds_each_lines_communicator(tmp_path: Path) -> None:
+    """Replayed lines that carry the thread's communicator (channels, trees, timings), column by column:
+    threads inside and outside Init START/COMPLETE, communicators opened in an earlier block, lines
+    without host:pid:tid (replayed per line) and repeats of an unknown message, against the per-line path."""
+    setup = [m for f in sorted(LOGS.glob("*.log")) for ln in f.read_text(errors="replace").splitlines()
+             if "NCCL INFO " in ln for m in [ln.split("NCCL INFO ", 1)[1]] if " via " not in m and "comm " not in m][:120]
+    setup.append("Some message no handler knows")
+    lines = []
+    for r in range(6):
+        p = f"node-{r % 2}:{100 + r % 3}:{200 + r} [{r % 4}] NCCL INFO "
+        start = f"comm 0x55{r}0 rank {r} nranks 6 cudaDev {r % 4} nvmlDev {r % 4} busId 1b000 commId 0xd8289d3e6e21{r % 2}"
+        lines.append(p + "ncclCommInitRank " + start + " - Init START")
+        lines += [p + m for m in setup[r::3]]
+        if r % 2:
+            lines.append(p + "ncclCommInitRank " + start + " - Init COMPLETE")
+        lines += [p + m for m in setup[:40]]
+        lines += [f" [{r}] NCCL INFO {m}" for m in setup[:20]]
+    f = tmp_path / "comm.log"
+    f.write_text("".join(ln + "\n" for ln in lines))
+    for bs in (None, 997, 1 << 20):
+        a = parse_nccl_log(f, block_size=bs)
+        _assert_same(a, _without_memo_blocks(f, bs))  # type: ignore[arg-type]
+        assert a["df" if "df" in a else "arrow"]["nccl_channels"].num_rows > 0
+        assert pl.DataFrame(a["arrow"]["nccl_channels"])["comm_id"].drop_nulls().len() > 0
+    parse(tmp_path, f.read_text(), name="comm2.log", block_size=997)
+
+
+def test_net_rows_replayed_as_frames_complete_like_dicts(tmp_path: Path) -> None:
+    """IB device rows take the last selected network and GDR state of their process, whether the rows
+    and the lines that say so are replayed column by column (frames) or parsed per line (dicts: lines
+    with non-ASCII text, a HCA index too big for its column), with and without host:pid:tid."""
+    text = ""
+    for p in ("node-1:11:12 [0] NCCL INFO ", "node-2:21:22 [1] NCCL INFO ", " [2] NCCL INFO "):
+        text += "".join(p + m + "\n" for m in [
+            "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>",
+            "Using network IB",
+            "NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'",
+            "NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1'",
+            "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>",
+            "Using network IBext_v8",
+            "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'",
+            "NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0\u00e9'",
+            "NET/IB : Using [99999999999]mlx5_9:1/IB ; OOB eth0:10.0.0.1<0>",
+            "NET/IB : GPU Direct RDMA Enabled for HCA 99999999999 'mlx5_9'",
+            "Using network Socket\u00e9",
+            "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>",
+        ])
+    f = tmp_path / "net.log"
+    f.write_text(text)
+    for bs in (None, 211):
+        a = parse_nccl_log(f, block_size=bs)
+        _assert_same(a, _without_memo_blocks(f, bs))  # type: ignore[arg-type]
+    net = pl.DataFrame(parse_nccl_log(f)["arrow"]["nccl_net"]).filter(kind="ib_device")
+    assert net.height == 21 and net["plugin"].drop_nulls().len() > 0 and net["gdr"].drop_nulls().len() > 0
+    parse(tmp_path, text, name="net2.log", block_size=211)
 
 
 def test_docs_cover_tables_views_and_fingerprints() -> None:
