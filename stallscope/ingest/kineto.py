@@ -265,7 +265,7 @@ def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
     for e in [e for e in evs if e.ph == "M"] if len(X) < len(evs) else ():
         if e.name in ("process_name", "thread_name", "process_labels"):
             a = e.args
-            val = a.get("name") or a.get("labels") if isinstance(a, dict) else None
+            val = (a.get("name") or a.get("labels")) if isinstance(a, dict) else (a.name or a.labels)
             acc.meta.append((str(e.pid), str(e.tid), e.name, str(val) if val is not None else ""))
     if not X:
         return
@@ -382,7 +382,7 @@ def _from_lenient(e: LEvent) -> Any:
             if raw not in e.args:
                 continue
             v = e.args[raw]
-            if attr in ("collective_name", "dtype", "pg_name", "pg_desc"):
+            if attr in ("collective_name", "dtype", "pg_name", "pg_desc", "name", "labels"):
                 kw[attr] = None if v is None else str(v)
             elif attr in ("pg_ranks", "input_dims", "input_type"):
                 kw[attr] = msgspec.Raw(msgspec.json.encode(v))

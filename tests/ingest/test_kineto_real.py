@@ -25,7 +25,10 @@ def independent_counts(path: Path) -> dict[str, int]:
     nccl = [e for e in ev if e.get("cat") == "kernel" and NCCL_KERNEL.match(e.get("name", ""))]
     gloo = [e for e in ev if e.get("name", "").startswith("gloo:")]
     steps = {e["name"] for e in ev if e.get("cat") == "user_annotation" and re.match(r"^ProfilerStep#\d+$", e.get("name", ""))}
-    return {"events": len(ev), "kernels": len(kernels), "collectives": len(nccl) if nccl else len(gloo), "steps": len(steps)}
+    meta = [e for e in doc["traceEvents"] if e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name", "process_labels")]
+    names = {(e["name"], str(e.get("args", {}).get("name") or e.get("args", {}).get("labels") or "")) for e in meta}
+    return {"events": len(ev), "kernels": len(kernels), "collectives": len(nccl) if nccl else len(gloo), "steps": len(steps),
+            "names": names}
 
 
 @pytest.mark.parametrize("path", REAL, ids=[str(p.relative_to(TRACES)) for p in REAL])
@@ -44,6 +47,9 @@ def test_counts_match_raw_json(path: Path, store: Path) -> None:
     # the stored tables agree with the summary
     assert s.sql("SELECT count(*) AS n FROM events")["n"][0] == want["events"]
     assert s.sql("SELECT count(*) AS n FROM kernels")["n"][0] == want["kernels"]
+    # process and thread names of the metadata events, as the JSON has them
+    names = {(k, n) for k, n in s.sql("SELECT kind, name FROM threads").iter_rows()}
+    assert names == want["names"]
 
 
 def test_nccl_metadata_on_kernels(store: Path) -> None:

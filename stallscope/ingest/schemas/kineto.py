@@ -37,6 +37,8 @@ ARG_FIELDS: dict[str, str] = {
     "Dst Rank": "dst_rank",
     "Input Dims": "input_dims",
     "Input type": "input_type",
+    "name": "name",
+    "labels": "labels",
 }
 
 
@@ -61,6 +63,9 @@ class KArgs(msgspec.Struct, frozen=True, gc=False):
     dst_rank: int | None = msgspec.field(name="Dst Rank", default=None)
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
     input_type: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b""))
+    #: metadata events (``ph: "M"``): the process or thread name, the process labels
+    name: str | None = None
+    labels: str | None = None
 
 
 #: shared "no args" value (events without ``args`` or whose ``args`` are empty)
