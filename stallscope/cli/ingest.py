@@ -27,6 +27,11 @@ def ingest(paths: tuple[str, ...], store: str | None, job: str | None, workers: 
 
     Example: stallscope ingest traces/ nccl_logs.tar.gz --store ./store --job run-42
     """
+    import os
+
+    # ingest does no linear algebra: OpenBLAS's thread pool would cost every process (this one and
+    # each parser it spawns, which inherit the setting) 0.1 CPU-s of start-up
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from stallscope.ingest.pipeline import block_pandas
 
     block_pandas()  # this process is ours and hands pyarrow no pandas objects: skip its pandas probe
