@@ -269,10 +269,25 @@ def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> flo
 
 def everyone_like_median(tl: Timeline) -> float:
     """Lost fraction to jitter: every rank's gap shrinks to the median gap of its role at the
-    same step and ordinal (and its tail to its role's median tail)."""
+    same step and ordinal (and its tail to its role's median tail).
+
+    In a job without pipeline stages the roles (tensor-parallel or shard groups) do the same
+    work, and their medians vary from step to step too: the slowest group's median still sets
+    the pace at the collectives that join the groups, so that variation is jitter as well. A
+    role's median is then taken down to its own level (its median over steps at that ordinal:
+    a group that is always slower keeps its difference, that is imbalance, not jitter) plus the
+    median over roles of their deviation from their level in that step."""
     ch = tl.chain
-    med = ch.group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("m"))
-    x = ch.join(med, on=["role", "step", "ordinal"], how="left").with_columns(
+    med = ch.group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("m"), pl.col("op").first())
+    symmetric = not bool(tl.attrs["op"].is_in(["send", "recv", "sendrecv"]).any())
+    if symmetric and med["role"].n_unique() >= 2:
+        med = med.with_columns(pl.col("m").median().over("role", "ordinal").alias("level"))
+        dev = (med.with_columns((pl.col("m") - pl.col("level")).alias("d"))
+               .group_by("step", "ordinal", "op").agg(pl.col("d").median().alias("dmed"), pl.col("role").n_unique().alias("nr")))
+        med = (med.join(dev, on=["step", "ordinal", "op"], how="left")
+               .with_columns(pl.when(pl.col("nr") >= 2).then(pl.min_horizontal(pl.col("m"), pl.col("level") + pl.col("dmed")))
+                             .otherwise(pl.col("m")).alias("m")))
+    x = ch.join(med.select("role", "step", "ordinal", "m"), on=["role", "step", "ordinal"], how="left").with_columns(
         pl.min_horizontal(pl.col("gap"), pl.col("m")).alias("new")).sort("row")
     new_gaps = x["new"].to_numpy().astype(np.float64)
     tails = tl.tail.copy()
