@@ -267,11 +267,11 @@ def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> flo
     return lost_fraction_between(replay(tl), replay(tl, gaps=new_gaps, tails=tails), tl.makespan)
 
 
-def everyone_like_median(tl: Timeline) -> float:
+def everyone_like_median(tl: Timeline, *, across_groups: bool = False) -> float:
     """Lost fraction to jitter: every rank's gap shrinks to the median gap of its role at the
     same step and ordinal (and its tail to its role's median tail).
 
-    In a job without pipeline stages the roles (tensor-parallel or shard groups) do the same
+    ``across_groups``: in a job without pipeline stages the roles (tensor-parallel or shard groups) do the same
     work, and their medians vary from step to step too: the slowest group's median still sets
     the pace at the collectives that join the groups, so that variation is jitter as well. A
     role's median is then taken down to its own level (its median over steps at that ordinal:
@@ -280,7 +280,7 @@ def everyone_like_median(tl: Timeline) -> float:
     ch = tl.chain
     med = ch.group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("m"), pl.col("op").first())
     symmetric = not bool(tl.attrs["op"].is_in(["send", "recv", "sendrecv"]).any())
-    if symmetric and med["role"].n_unique() >= 2:
+    if across_groups and symmetric and med["role"].n_unique() >= 2:
         med = med.with_columns(pl.col("m").median().over("role", "ordinal").alias("level"))
         dev = (med.with_columns((pl.col("m") - pl.col("level")).alias("d"))
                .group_by("step", "ordinal", "op").agg(pl.col("d").median().alias("dmed"), pl.col("role").n_unique().alias("nr")))

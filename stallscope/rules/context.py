@@ -274,7 +274,8 @@ class Context:
                 return SyncVerdict("host", self.d.ranks_of(host), host, max(set_lost, host_lost), jit, late_steps, persistent, alt)
             return SyncVerdict("straggler", sorted(chosen), None, set_lost, jit, late_steps, persistent, alt)
         if jit >= 0.01:
-            return SyncVerdict("jitter", self.d.ranks["rank"].to_list(), None, jit, jit, sorted(ls.per_step), True, alt)
+            full = max(jit, self.lost_to_jitter(across_groups=True) or 0.0)
+            return SyncVerdict("jitter", self.d.ranks["rank"].to_list(), None, full, jit, sorted(ls.per_step), True, alt)
         return none
 
     def _joint_culprits(self, by_blame: list[int]) -> tuple[list[int], float]:
@@ -380,12 +381,17 @@ class Context:
             self._lost_cache[key] = whatif.culprits_like_median_peer(self.timeline, ranks)
         return self._lost_cache[key]
 
-    def lost_to_jitter(self) -> float | None:
+    def lost_to_jitter(self, *, across_groups: bool = False) -> float | None:
+        """What-if: every rank like the median of its group (``across_groups``: and every group
+        like the median group, step by step; see :func:`whatif.everyone_like_median`). The
+        verdict weighs stragglers against the within-group figure, which a straggler's own
+        group does not inflate; a jitter finding reports the full one."""
         if self.timeline is None:
             return None
-        if "jitter" not in self._lost_cache:
-            self._lost_cache["jitter"] = whatif.everyone_like_median(self.timeline)
-        return self._lost_cache["jitter"]
+        key = ("jitter", across_groups)
+        if key not in self._lost_cache:
+            self._lost_cache[key] = whatif.everyone_like_median(self.timeline, across_groups=across_groups)
+        return self._lost_cache[key]
 
     def lost_if_transfers(self, key: str, new_transfer_ns: dict[int, float]) -> float | None:
         if self.timeline is None:

@@ -58,6 +58,10 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     "intermittent_pair": ("intermittent_straggler", 53, dict(logs="none", severity="moderate", parallelism="tp_dp",
                                                              nodes=3, steps=2)),
     "jitter": ("jitter_amplification", 21, dict(logs="none", severity="moderate", steps=8)),
+    # jitter in a TP+DP job: the groups' medians vary from step to step too; within-group medians
+    # alone leave that variation (3-4 % here, under the noise floor)
+    "jitter_tp": ("jitter_amplification", 41, dict(logs="none", severity="moderate", parallelism="tp_dp", nodes=4,
+                                                   steps=10, noise="medium")),
     "p2p_logs": ("p2p_disabled_one_host", 22, dict(logs="all", parallelism="tp_dp")),
     "p2p_nologs": ("p2p_disabled_one_host", 23, dict(logs="none", parallelism="tp_dp")),
     "xsock_logs": ("cross_socket_nic_one_host", 24, dict(logs="all", graph_subsys=True, severity="moderate")),

@@ -35,6 +35,7 @@ EXPECTED: dict[str, set[str]] = {
     "intermittent": {"SYN002"},
     "intermittent_pair": {"SYN002"},
     "jitter": {"SYN003"},
+    "jitter_tp": {"SYN003"},
     "hoststall": {"SYN004"},
     "xsock_nologs": {"LOC001"},
     # one host late in every step by less than the jitter what-if: still that host, not jitter
@@ -117,7 +118,7 @@ def test_lost_time_tracks_the_physics(jobs: Any, name: str) -> None:
 def test_rules_stay_silent_on_other_causes(jobs: Any) -> None:
     """Cross-check before arbitration: fabric rules never fire on straggler jobs, synchronization
     rules never on a fabric job whose ranks arrive on time, locality rules never on job-wide faults."""
-    for name in ("compute", "hoststall", "intermittent", "jitter"):
+    for name in ("compute", "hoststall", "intermittent", "jitter", "jitter_tp"):
         assert not {c for c in jobs[name].fired(raw=True) if c.startswith(("FAB", "LOC"))}, name
     for name in ("degraded_nologs", "degraded_logs", "socket_logs"):
         assert not {c for c in jobs[name].fired(raw=True) if c.startswith(("SYN", "LOC"))}, name
@@ -180,3 +181,19 @@ def test_a_host_late_in_every_step_is_not_jitter(jobs: Any) -> None:
     assert [v.host] == jobs["xsock_subtle"].truth["culprit_hosts"]
     for name in ("jitter", "healthy", "imbalanced"):
         assert not jobs[name].ctx.sync_verdict.alternatives.get("host_persistent"), name
+
+
+def test_jitter_between_groups_counts_but_imbalance_does_not(jobs: Any) -> None:
+    """TP+DP jitter: taking the groups' step-to-step variation out too recovers more than the
+    within-group medians, and the finding reports that; a job whose groups differ persistently
+    (healthy-but-imbalanced) keeps its difference: no jitter above the noise floor."""
+    from stallscope.rules.synchronization.jitter_amplification import noise_floor
+
+    j = jobs["jitter_tp"]
+    within, full = j.ctx.lost_to_jitter(), j.ctx.lost_to_jitter(across_groups=True)
+    assert within is not None and full is not None and full > within
+    top = j.doc["findings"][0]
+    assert top["rule"] == "SYN003" and abs(top["lost_time_fraction"] - full) < 1e-3
+    for name in ("imbalanced", "healthy_tp"):
+        ctx = jobs[name].ctx
+        assert (ctx.lost_to_jitter(across_groups=True) or 0.0) < noise_floor(ctx.d.ranks.height), name
