@@ -214,9 +214,10 @@ class Context:
             set_lost = self.lost_if_like_peers(chosen) or 0.0
             if set_lost >= 0.8 * max(jit, best_single):
                 break
-        joint, joint_lost = self._joint_culprits(top_blame[:limit])
-        if joint_lost >= 1.5 * set_lost and joint_lost >= 0.01:
-            chosen, set_lost = joint, joint_lost
+        if set_lost < 0.8 * max(jit, best_single):  # the ranks one by one leave the waiting unexplained
+            joint, joint_lost = self._joint_culprits(top_blame[:limit])
+            if joint_lost >= 1.5 * set_lost and joint_lost >= 0.01:
+                chosen, set_lost = joint, joint_lost
         # the ranks of one host together
         host_best, host_lost = None, 0.0
         if self.hosts_known and len(self.ranks_per_host) >= 2:
