@@ -35,7 +35,9 @@ from stallscope.ingest.schemas.kineto import (
     STRICT_EVENTS,
     NO_ARGS,
     KArgs,
+    KEvent,
     LEvent,
+    MEvent,
 )
 from stallscope.ingest.source import ByteStream
 from stallscope.ingest.writer import PartWriter
@@ -261,8 +263,8 @@ def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
     if evs and isinstance(evs[0], LEvent):
         evs = [_from_lenient(e) for e in evs]
         evs = [e for e in evs if e is not None]
-    X = [e for e in evs if e.ph == "X"]
-    for e in [e for e in evs if e.ph == "M"] if len(X) < len(evs) else ():
+    X = [e for e in evs if e.__class__ is KEvent]
+    for e in [e for e in evs if e.__class__ is MEvent] if len(X) < len(evs) else ():
         if e.name in ("process_name", "thread_name", "process_labels"):
             a = e.args
             val = (a.get("name") or a.get("labels")) if isinstance(a, dict) else (a.name or a.labels)
@@ -350,7 +352,11 @@ def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
 
 def _from_lenient(e: LEvent) -> Any:
     """Coerce a leniently decoded event to the strict shape, or None if it is unusable."""
-    from stallscope.ingest.schemas.kineto import ARG_FIELDS, KEvent
+    from stallscope.ingest.schemas.kineto import ARG_FIELDS
+
+    cls = {"X": KEvent, "M": MEvent}.get(e.ph) if isinstance(e.ph, str) else None
+    if cls is None:  # a phase ingest does not keep
+        return None
 
     def num(v: Any) -> float:
         try:
@@ -391,9 +397,7 @@ def _from_lenient(e: LEvent) -> Any:
         args = KArgs(**kw)
     else:
         args = NO_ARGS
-    if not isinstance(e.ph, str):
-        return None
-    return KEvent(ph=e.ph, cat=None if e.cat is None else str(e.cat), name="" if e.name is None else str(e.name),
+    return cls(cat=None if e.cat is None else str(e.cat), name="" if e.name is None else str(e.name),
                   pid="" if e.pid is None else e.pid if isinstance(e.pid, (int, str)) else str(e.pid),
                   tid="" if e.tid is None else e.tid if isinstance(e.tid, (int, str)) else str(e.tid),
                   ts=num(e.ts), dur=num(e.dur), args=args)

@@ -57,3 +57,38 @@ def test_ingest_command_with_analysis_runs_without_pandas() -> None:
     out = subprocess.run([sys.executable, "-c", CLI_SCRIPT, str(trace_dir), str(log)], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", (out.stdout[-2000:], out.stderr[-2000:])
+
+
+FORK_SCRIPT = """
+import sys, tempfile, threading
+from stallscope.ingest.pipeline import _start_method, ingest
+import pyarrow  # starts jemalloc's purging thread, which may run while forking
+first = _start_method({"kineto"})
+with tempfile.TemporaryDirectory() as tmp:
+    res = ingest([sys.argv[1]], store=tmp, workers=2)
+    assert res.ranks >= 2 and not [w for w in res.warnings if "worker died" in str(w)], res
+stop = threading.Event()
+t = threading.Thread(target=stop.wait)
+t.start()
+second = _start_method({"kineto"})
+stop.set(); t.join()
+import importlib.util
+# the coordinating process of a library caller keeps pandas importable
+assert importlib.util.find_spec("pandas") is None or __import__("pandas")
+print(first, second)
+"""
+
+
+def test_workers_fork_only_when_no_other_thread_runs() -> None:
+    """A single-threaded coordinator forks its parsers (they inherit its imports); one with another
+    thread running (a progress bar, a DuckDB or Arrow pool) spawns them clean."""
+    import os
+
+    # as the ingest command runs (OpenBLAS's thread pool off: numpy would start it at import)
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", FORK_SCRIPT, str(TRACES / "cpu_gloo")], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, second = out.stdout.split()
+    assert second == "spawn"
+    assert first == ("fork" if sys.platform == "linux" else "spawn")
