@@ -36,6 +36,11 @@ LATE_SIGMAS = 5.0
 PERSISTENT_SHARE = 0.7
 #: persistent late ranks covering at least this share of one host's ranks (and no other rank) are that host's
 HOST_SHARE = 0.75
+#: a rank's own work (compute, host stall, other idle: everything but waiting and communicating)
+#: grown by at least this share of the median step in a step is an origin of lateness there
+OWN_EXCESS_SHARE = 0.02
+#: the origins of lateness are the culprits, not jitter, when they recover this share of the jitter what-if
+ORIGINS_EXPLAIN = 0.8
 
 
 @dataclass
@@ -207,15 +212,19 @@ class Context:
         set_lost = 0.0
         limit = max(2, int(0.1 * n))
         best_single = single[ranked[0]] if ranked else 0.0
+        origins = self.origins
         for r in ranked[:limit]:
             if single[r] < 0.2 * best_single or single[r] <= 0:
                 break
+            if chosen and origins and r not in origins:  # only held up by the others: not a culprit of its own
+                continue
             chosen.append(r)
             set_lost = self.lost_if_like_peers(chosen) or 0.0
             if set_lost >= 0.8 * max(jit, best_single):
                 break
         if set_lost < 0.8 * max(jit, best_single):  # the ranks one by one leave the waiting unexplained
-            joint, joint_lost = self._joint_culprits(top_blame[:limit])
+            blamed = [r for r in top_blame if r in origins] if origins else top_blame
+            joint, joint_lost = self._joint_culprits(blamed[:limit])
             if joint_lost >= 1.5 * set_lost and joint_lost >= 0.01:
                 chosen, set_lost = joint, joint_lost
         # the ranks of one host together
@@ -276,8 +285,56 @@ class Context:
             return SyncVerdict("straggler", sorted(chosen), None, set_lost, jit, late_steps, persistent, alt)
         if jit >= 0.01:
             full = max(jit, self.lost_to_jitter(across_groups=True) or 0.0)
+            # many ranks late in turn, yet the own work of only a few grew: the others were held
+            # up by them (late ranks of a big job under noise look like turns); when those few,
+            # replayed together, recover (nearly) all the jitter what-if does, they are the culprits
+            if origins and len(origins) <= limit:
+                o = sorted(origins)
+                o_lost = self.lost_if_like_peers(o) or 0.0
+                alt.update(origins=o, origins_lost=o_lost)
+                if o_lost >= 0.01 and o_lost >= ORIGINS_EXPLAIN * full:
+                    o_steps = sorted(st for st, rs in ls.per_step.items() if set(rs) & set(o))
+                    host = self.whole_host_of(o)
+                    if host is not None:
+                        return SyncVerdict("host", self.d.ranks_of(host), host, o_lost, jit, o_steps,
+                                           len(o_steps) >= PERSISTENT_SHARE * self.n_steps, alt)
+                    return SyncVerdict("straggler", o, None, o_lost, jit, o_steps,
+                                       len(o_steps) >= max(2, PERSISTENT_SHARE * self.n_steps), alt)
             return SyncVerdict("jitter", self.d.ranks["rank"].to_list(), None, full, jit, sorted(ls.per_step), True, alt)
         return none
+
+    @cached_property
+    def origins(self) -> set[int]:
+        """Ranks whose own work grew in a step where they were late: the origins of lateness.
+
+        A rank arrives late either because its own work (compute, host stall, other idle time:
+        everything but waiting and communicating) took longer, or because it waited for a late
+        rank earlier in the step (in a pipeline, a stage receiving late activations sends its
+        gradients back late; it is as late as the stage that held it up, and blamed as much).
+        A rank is an origin when, in one of its late steps, its own work exceeds its own median
+        step by ``OWN_EXCESS_SHARE`` of the median step (an intermittent stall), or, late in most
+        steps, exceeds the step's median rank by as much in most of them (a persistent straggler).
+        Empty when the breakdown cannot tell (then nobody is excluded)."""
+        b = self.d.breakdown
+        ls = self.late_sets
+        if b.height == 0 or not ls.per_step or self.step_ms <= 0:
+            return set()
+        own = pl.sum_horizontal(pl.col("compute_ns").fill_null(0), pl.col("host_stall_ns").fill_null(0),
+                                pl.col("other_idle_ns").fill_null(0))
+        o = b.select("rank", "step", own.alias("own")).with_columns(
+            pl.col("own").median().over("rank").alias("rank_med"), pl.col("own").median().over("step").alias("step_med"))
+        thr = OWN_EXCESS_SHARE * self.step_ms * 1e6
+        late = pl.DataFrame([(int(st), int(r)) for st, rs in ls.per_step.items() for r in rs], orient="row",
+                            schema={"step": pl.Int64, "rank": pl.Int32})
+        if late.height == 0:
+            return set()
+        o = o.with_columns(pl.col("step").cast(pl.Int64), pl.col("rank").cast(pl.Int32)).join(late, on=["step", "rank"])
+        spikes = set(o.filter(pl.col("own") - pl.col("rank_med") >= thr)["rank"].to_list())
+        persist = set(ls.persistent)
+        above = (o.filter(pl.col("rank").is_in(list(persist))).group_by("rank")
+                 .agg(((pl.col("own") - pl.col("step_med")) >= thr).mean().alias("share")))
+        steady = {int(r) for r, sh in above.iter_rows() if sh >= 0.5}
+        return {int(r) for r in spikes} | steady
 
     def _joint_culprits(self, by_blame: list[int]) -> tuple[list[int], float]:
         """Ranks that are late *together* (in the same steps, at collectives that wait for all of

@@ -29,3 +29,39 @@ def test_ranks_taking_turns_are_not_a_second_straggler() -> None:
     # one free step proves nothing
     ctx = _ctx({0: [3], 1: [4], 2: [4]})
     assert ctx._recurring_elsewhere([4], {3: 0.01, 4: 0.02}) == []
+
+
+def _ctx_breakdown(rows: list[tuple[int, int, int, int]], per_step: dict[int, list[int]], persistent: list[int] = ()) -> Context:
+    """rows: (rank, step, compute_ns, host_stall_ns); a 100 ms step."""
+    from types import SimpleNamespace
+
+    import polars as pl
+
+    b = pl.DataFrame(rows, orient="row", schema={"rank": pl.Int32, "step": pl.Int64, "compute_ns": pl.Int64, "host_stall_ns": pl.Int64}
+                     ).with_columns(other_idle_ns=pl.lit(0, pl.Int64))
+    ctx = Context(store=None, job="j", d=SimpleNamespace(breakdown=b))  # type: ignore[arg-type]
+    late = sorted({r for rs in per_step.values() for r in rs})
+    intermittent = {r: sorted(s for s, rs in per_step.items() if r in rs) for r in late if r not in persistent}
+    ctx.__dict__["late_sets"] = LateSets(sorted(persistent), intermittent, per_step, sum(map(len, per_step.values())), len(late))
+    ctx.__dict__["step_ms"] = 100.0
+    return ctx
+
+
+def test_a_pipeline_stage_held_up_by_a_stalling_one_is_not_an_origin() -> None:
+    # a pipeline chain 2 -> 6 -> 10: rank 6 stalls on the host in steps 1 and 3; 2 and 10 wait for
+    # it (their own work is as usual) and are as late as it at the sends and receives
+    rows = []
+    for step in range(5):
+        for r in (2, 6, 10):
+            stall = 30_000_000 if (r == 6 and step in (1, 3)) else 1_000_000
+            rows.append((r, step, 60_000_000, stall))
+    ctx = _ctx_breakdown(rows, {1: [2, 6, 10], 3: [2, 6, 10]})
+    assert ctx.origins == {6}
+
+
+def test_a_persistent_straggler_is_an_origin_its_waiting_peer_is_not() -> None:
+    # rank 5 computes 20 ms more than the others in every step; rank 7 is late with it (held up)
+    rows = [(r, step, 80_000_000 if r == 5 else 60_000_000, 1_000_000) for step in range(6) for r in range(8)]
+    late = {step: [5, 7] for step in range(6)}
+    ctx = _ctx_breakdown(rows, late, persistent=[5, 7])
+    assert ctx.origins == {5}
