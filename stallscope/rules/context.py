@@ -16,6 +16,7 @@ cannot cost a meaningful share of the job) are that step's *late* ranks. From th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -41,6 +42,43 @@ HOST_SHARE = 0.75
 OWN_EXCESS_SHARE = 0.02
 #: the origins of lateness are the culprits, not jitter, when they recover this share of the jitter what-if
 ORIGINS_EXPLAIN = 0.8
+
+
+#: per-rank step-time noise every healthy cluster has (kernel-time variation, clocks, OS):
+#: waiting it causes is not a finding
+NOISE_SIGMA = 0.016
+
+
+def noise_floor(n: int) -> float:
+    """Share of the job that synchronizing n ranks with ``NOISE_SIGMA`` noise costs anyway:
+    the expected maximum of n such ranks sits about sigma·sqrt(2 ln n) above their median.
+
+    >>> round(noise_floor(16), 3), round(noise_floor(1024), 3)
+    (0.038, 0.06)
+    """
+    return NOISE_SIGMA * math.sqrt(2 * math.log(max(n, 2)))
+
+
+#: host-side variation at least this share of the compute variation: the waiting is not only the
+#: GPUs' own kernel-time noise
+HOST_DRIVEN = 0.75
+#: when the ranks differ mostly in compute time (the same kernels running a little faster or
+#: slower on identical GPUs), the what-if gain must exceed this many noise floors
+COMPUTE_NOISE_FLOORS = 2.0
+
+
+def variation_sources(b: pl.DataFrame) -> tuple[float, float]:
+    """(compute, host stall): the spread across ranks of each in a step (standard deviation, as
+    a share of the step's median length), median over steps. Which one varies says where the
+    jitter comes from: hosts (data loading, OS noise, Python) or the GPUs' own kernel times."""
+    if b.height == 0:
+        return 0.0, 0.0
+    g = b.group_by("step").agg(
+        (pl.col("compute_ns").std() / pl.col("step_ns").median()).alias("c"),
+        (pl.col("host_stall_ns").std() / pl.col("step_ns").median()).alias("h")).drop_nulls()
+    if g.height == 0:
+        return 0.0, 0.0
+    return float(g["c"].median()), float(g["h"].median())
 
 
 @dataclass
@@ -190,6 +228,15 @@ class Context:
         return h if len(ranks) >= max(2, int(np.ceil(0.75 * n))) else None
 
     @cached_property
+    def jitter_floor(self) -> float:
+        """Jitter what-if gain that noise alone explains in this job: :func:`noise_floor` of its
+        rank count, twice that when the ranks differ mostly in compute time (the GPUs' own
+        kernel-time noise, which synchronous training always pays)."""
+        c_var, h_var = variation_sources(self.d.breakdown)
+        host_driven = h_var >= HOST_DRIVEN * c_var
+        return noise_floor(self.d.ranks.height) * (1.0 if host_driven else COMPUTE_NOISE_FLOORS)
+
+    @cached_property
     def sync_verdict(self) -> SyncVerdict:
         """Decide between stragglers, a slow host and jitter by how much each explanation's
         what-if recovers (see the module doc of :mod:`stallscope.rules.synchronization`)."""
@@ -292,7 +339,9 @@ class Context:
                 o = sorted(origins)
                 o_lost = self.lost_if_like_peers(o) or 0.0
                 alt.update(origins=o, origins_lost=o_lost)
-                if o_lost >= 0.01 and o_lost >= ORIGINS_EXPLAIN * full:
+                # ... or when the jitter is no more than noise (no finding), what stands above it
+                # is the origins' own excess
+                if o_lost >= 0.01 and (o_lost >= ORIGINS_EXPLAIN * full or full < self.jitter_floor):
                     o_steps = sorted(st for st, rs in ls.per_step.items() if set(rs) & set(o))
                     host = self.whole_host_of(o)
                     if host is not None:

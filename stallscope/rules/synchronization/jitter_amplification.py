@@ -2,50 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 import polars as pl
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
-from stallscope.rules.context import Context
+from stallscope.rules.context import Context, noise_floor  # noqa: F401 - noise_floor: re-exported
 from stallscope.rules.synchronization._shared import MIN_LOST
-
-#: per-rank step-time noise every healthy cluster has (kernel-time variation, clocks, OS):
-#: waiting it causes is not a finding
-NOISE_SIGMA = 0.016
-
-
-def noise_floor(n: int) -> float:
-    """Share of the job that synchronizing n ranks with ``NOISE_SIGMA`` noise costs anyway:
-    the expected maximum of n such ranks sits about sigma·sqrt(2 ln n) above their median.
-
-    >>> round(noise_floor(16), 3), round(noise_floor(1024), 3)
-    (0.038, 0.06)
-    """
-    return NOISE_SIGMA * math.sqrt(2 * math.log(max(n, 2)))
-
-
-#: host-side variation at least this share of the compute variation: the waiting is not only the
-#: GPUs' own kernel-time noise
-HOST_DRIVEN = 0.75
-#: when the ranks differ mostly in compute time (the same kernels running a little faster or
-#: slower on identical GPUs), the what-if gain must exceed this many noise floors
-COMPUTE_NOISE_FLOORS = 2.0
-
-
-def variation_sources(b: pl.DataFrame) -> tuple[float, float]:
-    """(compute, host stall): the spread across ranks of each in a step (standard deviation, as
-    a share of the step's median length), median over steps. Which one varies says where the
-    jitter comes from: hosts (data loading, OS noise, Python) or the GPUs' own kernel times."""
-    if b.height == 0:
-        return 0.0, 0.0
-    g = b.group_by("step").agg(
-        (pl.col("compute_ns").std() / pl.col("step_ns").median()).alias("c"),
-        (pl.col("host_stall_ns").std() / pl.col("step_ns").median()).alias("h")).drop_nulls()
-    if g.height == 0:
-        return 0.0, 0.0
-    return float(g["c"].median()), float(g["h"].median())
-
 
 class JitterAmplification(Rule):
     """Small random delays on many ranks, amplified by every synchronous step; no single culprit.
@@ -92,9 +53,7 @@ class JitterAmplification(Rule):
         if v.kind != "jitter" or n < 3 or ctx.n_steps < 2:
             return []
         lost = v.lost
-        c_var, h_var = variation_sources(ctx.d.breakdown)
-        host_driven = h_var >= HOST_DRIVEN * c_var
-        if lost < max(MIN_LOST, noise_floor(n) * (1.0 if host_driven else COMPUTE_NOISE_FLOORS)):
+        if lost < max(MIN_LOST, ctx.jitter_floor):
             return []
         f = ctx.features
         last_top = float(f["last_share"].max() or 0.0)
