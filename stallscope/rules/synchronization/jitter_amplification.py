@@ -5,8 +5,9 @@ from __future__ import annotations
 import polars as pl
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
-from stallscope.rules.context import Context, noise_floor  # noqa: F401 - noise_floor: re-exported
+from stallscope.rules.context import Context, noise_floor, variation_sources  # noqa: F401 - noise_floor: re-exported
 from stallscope.rules.synchronization._shared import MIN_LOST
+
 
 class JitterAmplification(Rule):
     """Small random delays on many ranks, amplified by every synchronous step; no single culprit.
@@ -55,6 +56,7 @@ class JitterAmplification(Rule):
         lost = v.lost
         if lost < max(MIN_LOST, ctx.jitter_floor):
             return []
+        c_var, h_var = variation_sources(ctx.d.breakdown)
         f = ctx.features
         last_top = float(f["last_share"].max() or 0.0)
         wait_med = float(f["sync_wait_frac"].median() or 0.0)
