@@ -255,25 +255,11 @@ class Context:
         cand = cand[:32]
         single = {r: self.lost_if_like_peers([r]) or 0.0 for r in cand}
         ranked = sorted(single, key=lambda r: -single[r])
-        chosen: list[int] = []
-        set_lost = 0.0
         limit = max(2, int(0.1 * n))
-        best_single = single[ranked[0]] if ranked else 0.0
         origins = self.origins
-        for r in ranked[:limit]:
-            if single[r] < 0.2 * best_single or single[r] <= 0:
-                break
-            if chosen and origins and r not in origins:  # only held up by the others: not a culprit of its own
-                continue
-            chosen.append(r)
-            set_lost = self.lost_if_like_peers(chosen) or 0.0
-            if set_lost >= 0.8 * max(jit, best_single):
-                break
-        if set_lost < 0.8 * max(jit, best_single):  # the ranks one by one leave the waiting unexplained
-            blamed = [r for r in top_blame if r in origins] if origins else top_blame
-            joint, joint_lost = self._joint_culprits(blamed[:limit])
-            if joint_lost >= 1.5 * set_lost and joint_lost >= 0.01:
-                chosen, set_lost = joint, joint_lost
+        chosen, set_lost = self._rank_set(ranked, single, top_blame, jit, limit, origins)
+        # how well ranks (origins or not) explain the waiting: the yardstick a host must beat
+        rank_lost = max(set_lost, self._rank_set(ranked, single, top_blame, jit, limit, set())[1]) if origins else set_lost
         # the ranks of one host together
         host_best, host_lost = None, 0.0
         if self.hosts_known and len(self.ranks_per_host) >= 2:
@@ -297,6 +283,7 @@ class Context:
             inside_lost = self.lost_if_like_peers(inside) or 0.0
             if inside_lost >= 0.01:
                 chosen, set_lost = inside, inside_lost
+                rank_lost = set_lost
                 alt.update(chosen=sorted(chosen), chosen_lost=set_lost)
                 late_steps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(chosen))
                 persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
@@ -309,8 +296,8 @@ class Context:
         host_persistent = bool(persist) and persist <= host_ranks and len(persist) >= HOST_SHARE * len(host_ranks)
         jit_bar = 0.0 if host_persistent else 0.6 * jit
         alt["host_persistent"] = host_persistent
-        if (host_best is not None and host_lost >= 1.25 * set_lost and host_lost >= 0.01 and host_lost >= jit_bar
-                and not (minority and set_lost >= 0.5 * host_lost) and not (inside and set(inside) <= set(chosen))):
+        if (host_best is not None and host_lost >= 1.25 * rank_lost and host_lost >= 0.01 and host_lost >= jit_bar
+                and not (minority and rank_lost >= 0.5 * host_lost) and not (inside and set(inside) <= set(chosen))):
             hranks = self.d.ranks_of(host_best)
             hsteps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(hranks))
             return SyncVerdict("host", hranks, host_best, host_lost, jit, hsteps, len(hsteps) >= PERSISTENT_SHARE * self.n_steps, alt)
@@ -351,6 +338,32 @@ class Context:
                                        len(o_steps) >= max(2, PERSISTENT_SHARE * self.n_steps), alt)
             return SyncVerdict("jitter", self.d.ranks["rank"].to_list(), None, full, jit, sorted(ls.per_step), True, alt)
         return none
+
+    def _rank_set(self, ranked: list[int], single: dict[int, float], top_blame: list[int], jit: float, limit: int,
+                  origins: set[int]) -> tuple[list[int], float]:
+        """The smallest set of ranks (≤ ``limit``) whose what-if recovers most of the waiting, and
+        its gain: ranks added one by one by their own what-if (``ranked``), then, when they leave
+        the waiting unexplained, the most-blamed ranks replayed together (see
+        :meth:`_joint_culprits`). With ``origins``, a rank that is not one is never added to a
+        first one (it was held up by the others)."""
+        chosen: list[int] = []
+        set_lost = 0.0
+        best_single = single[ranked[0]] if ranked else 0.0
+        for r in ranked[:limit]:
+            if single[r] < 0.2 * best_single or single[r] <= 0:
+                break
+            if chosen and origins and r not in origins:
+                continue
+            chosen.append(r)
+            set_lost = self.lost_if_like_peers(chosen) or 0.0
+            if set_lost >= 0.8 * max(jit, best_single):
+                break
+        if set_lost < 0.8 * max(jit, best_single):  # the ranks one by one leave the waiting unexplained
+            blamed = [r for r in top_blame if r in origins] if origins else top_blame
+            joint, joint_lost = self._joint_culprits(blamed[:limit])
+            if joint_lost >= 1.5 * set_lost and joint_lost >= 0.01:
+                chosen, set_lost = joint, joint_lost
+        return chosen, set_lost
 
     @cached_property
     def origins(self) -> set[int]:
