@@ -350,11 +350,15 @@ def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
 
 
 
+#: the phases ingest keeps, and their strict event types
+_KEPT_PHASES = {"X": KEvent, "M": MEvent}
+
+
 def _from_lenient(e: LEvent) -> Any:
     """Coerce a leniently decoded event to the strict shape, or None if it is unusable."""
     from stallscope.ingest.schemas.kineto import ARG_FIELDS
 
-    cls = {"X": KEvent, "M": MEvent}.get(e.ph) if isinstance(e.ph, str) else None
+    cls = _KEPT_PHASES.get(e.ph) if isinstance(e.ph, str) else None
     if cls is None:  # a phase ingest does not keep
         return None
 
