@@ -17,7 +17,9 @@ polars' vectorized string kernels do the work:
   handlers, in line order; INFO lines among them go with their prefix already cut
   (:attr:`Block.fed`), so the per-line path only routes the message, and those whose message the
   memo replays are replayed column by column (:mod:`stallscope.ingest.nccl_memo`);
-* connection lines with the plain prefix are checked and split whole (:data:`_CONN_LINE`);
+* each distinct prefix and each distinct message of a block is read once and the result
+  gathered back to its lines: a big init log repeats a few prefixes (one per thread) and a few
+  thousand connection messages (channels × peers × transports) over and over;
 * values with few distinct strings (the text after ``via``) are classified once per distinct
   value with the per-line path's own function, so both paths give identical rows (a test
   compares them on every real log and on lines at the edge of each shape).
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from stallscope.ingest import nccl_messages
 from stallscope.ingest.schemas import nccl as F
@@ -54,8 +57,6 @@ _PREFIX_NOHOST = r"^[ \t]*\[-?[0-9]{1,9}$"
 #: Int32 (<= 9 digits, <= 7 hex digits), and a printable-ASCII ``via`` text (so trailing blanks strip alike)
 _CONN_SHAPE = (r"^(?:Ring|Channel) [0-9]{1,9}(?:/[0-9]{1,9})? : -?[0-9]{1,9}(?:\[[0-9a-fA-F]{0,7}\])?"
                r" -> -?[0-9]{1,9}(?:\[[0-9a-fA-F]{0,7}\])?(?: \[(?:send|receive)\])? via [ -~]*[!-~][ \t\r\n]*$")
-#: a whole line ``host:pid:tid [dev] NCCL INFO `` + connection message (the common case: read in one split, no cut)
-_CONN_LINE = _PREFIX_PLAIN[:-1] + r"\] NCCL INFO " + _CONN_SHAPE[1:]
 
 #: COLL messages the bulk path takes: the per-line COLL_RE's shape with printable-ASCII tokens (so that a
 #: split on spaces cuts where its ``\S+`` stops), ASCII digits and numbers that fit their columns; more
@@ -91,10 +92,13 @@ class Block:
 
     nccl: np.ndarray  #: positions of every line containing ``NCCL``
     taken: np.ndarray  #: positions the bulk path parsed (the per-line path skips them)
+    #: connection lines: i, host, pid, tid, cuda_dev and ``m``, their row of ``conn_msgs``
     conn: pl.DataFrame | None
     coll: pl.DataFrame | None
     #: other INFO lines whose prefix was cut here, in line order: columns i, msg, host, pid, tid, cuda_dev
     fed: pl.DataFrame | None = None
+    #: the distinct connection messages of the block, parsed (:func:`_connections`)
+    conn_msgs: pl.DataFrame | None = None
 
 
 def _tok(col: str, k: int) -> pl.Expr:
@@ -127,17 +131,15 @@ def _ascii_lines(arr: pa.LargeStringArray, offs: np.ndarray) -> np.ndarray | Non
     return ok
 
 
-def _prefixes(df: pl.DataFrame) -> pl.DataFrame:
-    """Columns host, pid, tid, cuda_dev of the rows whose text before ``"] NCCL INFO "`` is a prefix the
-    per-line path reads the same way; other rows are dropped (they stay with the per-line path).
+def _prefixes(heads: pl.Series) -> pl.DataFrame:
+    """Columns host, pid, tid, cuda_dev, keep for each distinct text before ``"] NCCL INFO "``.
 
+    ``keep``: the per-line path reads that prefix the same way (other lines stay with it).
     Three shapes: ``host:pid:tid [dev`` from the line start (nearly every line; a capture-free
     check, then splits), ``[dev`` alone after blanks (old logs without ``host:pid:tid``, host null),
-    and the prefix behind a launcher wrapper (a short capturing regex on those few rows only).
-    Rows keep their order (the as-of join of communicator attribution needs it).
+    and the prefix behind a launcher wrapper (a short capturing regex on those few only).
     """
-    head = pl.col("l").str.slice(0, pl.col("pos"))
-    df = df.with_columns(head=head).with_columns(
+    df = pl.DataFrame({"head": heads}).with_columns(
         plain=pl.col("head").str.contains(_PREFIX_PLAIN), nohost=pl.col("head").str.contains(_PREFIX_NOHOST))
     df = df.with_columns(a=pl.col("head").str.splitn(":", 3)).unnest("a", separator="_")
     df = df.with_columns(b=pl.col("a_field_2").str.splitn(" [", 2)).unnest("b", separator="_")
@@ -158,13 +160,25 @@ def _prefixes(df: pl.DataFrame) -> pl.DataFrame:
         df = df.with_columns(df[c].scatter(other, o[c]) for c in ("host", "pid", "tid", "cuda_dev"))
         df = df.with_columns(plain=df["plain"].scatter(other, o["ok"]))
     keep = pl.col("plain") | (pl.col("nohost") & pl.col("cuda_dev").is_not_null())
-    return df.select("i", "l", "pos", "host", "pid", "tid", "cuda_dev", keep=keep).filter("keep").drop("keep")
+    return df.select("host", "pid", "tid", "cuda_dev", keep=keep)
+
+
+def _distinct(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """(codes, values): ``s == values[codes]``. A big log repeats its prefixes and most of its messages."""
+    enc = pc.dictionary_encode(s.to_arrow())
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    idx = enc.indices  # int32 without nulls (every kept line has a prefix and a message)
+    codes = np.frombuffer(idx.buffers()[1], dtype=np.int32)[idx.offset: idx.offset + len(idx)]
+    return codes.astype(np.int64), pl.Series(s.name, enc.dictionary)
 
 
 def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) -> Block:
     """Find the NCCL lines of a block, cut the INFO prefixes, and parse the connection and COLL lines.
 
-    With ``feed``, the other prefixed INFO lines come back cut (``Block.fed``) for the per-line
+    Each distinct prefix and each distinct message is read once (a connection line is parsed
+    by its text, whatever rank printed it) and the results gathered back to the lines. With
+    ``feed``, the other prefixed INFO lines come back cut (``Block.fed``) for the per-line
     message handlers, which then skip the prefix work.
     """
     lines = pl.Series("l", arr)
@@ -174,61 +188,52 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) ->
     ascii_ok = _ascii_lines(arr, offs)
     if ascii_ok is not None:
         pos = pos.scatter(np.flatnonzero(~ascii_ok), None)
-    df = pl.DataFrame({"l": lines, "pos": pos}).with_row_index("i")
-    df = df.filter(pl.col("pos").is_not_null())
+    df = pl.DataFrame({"l": lines, "pos": pos}).with_row_index("i").filter(pl.col("pos").is_not_null())
     if df.height == 0:
         return Block(nccl, np.empty(0, dtype=np.int64), None, None)
-    # connection lines with the plain prefix are read whole; the prefix of the others is cut first
-    # (the full check runs only on lines with " via ": COLL lines and others skip it)
-    whole = np.zeros(df.height, dtype=bool)
-    cand = np.flatnonzero(df["l"].str.contains(" via ", literal=True).to_numpy())
-    if len(cand):
-        whole[cand] = df["l"].gather(cand).str.contains(_CONN_LINE).to_numpy()
-    whole_s = pl.Series(whole)
-    conn_whole = _connections(df.filter(whole_s), "l", 4)
-    df = _prefixes(df.filter(~whole_s))
-    df = df.select("i", "host", "pid", "tid", "cuda_dev", msg=pl.col("l").str.slice(pl.col("pos") + len(_INFO)))
+    df = df.select("i", head=pl.col("l").str.slice(0, pl.col("pos")), msg=pl.col("l").str.slice(pl.col("pos") + len(_INFO)))
+    hcode, heads = _distinct(df["head"])
+    pre = _prefixes(heads)
+    kept = np.flatnonzero(pre["keep"].to_numpy()[hcode])
+    df = df[kept].select("i", "msg").hstack(pre.drop("keep")[hcode[kept]])
+    mcode, msgs = _distinct(df["msg"])
+    # the messages of kept lines, classified once each
     msg = pl.col("msg")
-    is_conn = msg.str.contains(_CONN_SHAPE)
-    # ("Bootstrap:" and "bootstrapSplit:" have handlers of their own in the per-line path)
-    is_coll = msg.str.contains(_COLL_SHAPE) & ~msg.str.starts_with("Bootstrap:") & ~msg.str.starts_with("bootstrapSplit:")
-    conn = _connections(df.filter(is_conn), "msg", 0)
-    if conn_whole is not None:
-        conn = conn_whole if conn is None else pl.concat([conn_whole, conn]).sort("i")
-    coll = _colls(df.filter(is_coll).with_columns(msg=msg.str.strip_chars_end("\r\n")))
+    kinds = pl.DataFrame({"msg": msgs}).select(
+        conn=msg.str.contains(_CONN_SHAPE),
+        # ("Bootstrap:" and "bootstrapSplit:" have handlers of their own in the per-line path)
+        coll=msg.str.contains(_COLL_SHAPE) & ~msg.str.starts_with("Bootstrap:") & ~msg.str.starts_with("bootstrapSplit:"))
+    is_conn, is_coll = kinds["conn"].to_numpy()[mcode], kinds["coll"].to_numpy()[mcode]
+    conn = conn_msgs = None
+    if is_conn.any():
+        used = np.flatnonzero(kinds["conn"].to_numpy())
+        slot = np.full(len(msgs), -1, dtype=np.int64)
+        slot[used] = np.arange(len(used))
+        conn_msgs = _connections(pl.DataFrame({"msg": msgs[used]}), "msg")
+        conn = df.filter(pl.Series(is_conn)).select("i", "host", "pid", "tid", "cuda_dev", m=pl.Series(slot[mcode[is_conn]]))
+    coll = _colls(df.filter(pl.Series(is_coll)).with_columns(msg=msg.str.strip_chars_end("\r\n")))
     taken = np.concatenate([f["i"].to_numpy().astype(np.int64) for f in (conn, coll) if f is not None] or [np.empty(0, np.int64)])
-    block = Block(nccl, taken, conn, coll)
+    block = Block(nccl, taken, conn, coll, conn_msgs=conn_msgs)
     if feed:
-        if len(taken):
-            df = df.filter(pl.Series(~np.isin(df["i"].to_numpy(), taken)))
-        block.fed = df.with_columns(msg=pl.col("msg").str.strip_suffix("\n").str.strip_suffix("\r"))
+        block.fed = df.filter(pl.Series(~(is_conn | is_coll))).with_columns(
+            msg=pl.col("msg").str.strip_suffix("\n").str.strip_suffix("\r"))
     return block
 
 
-def _connections(df: pl.DataFrame, text: str, first: int) -> pl.DataFrame | None:
-    """``Ring|Channel CH[/CI] : SRC[dev] -> DST[dev] [send|receive] via TEXT``, rows already of that shape.
+def _connections(df: pl.DataFrame, text: str) -> pl.DataFrame:
+    """``Ring|Channel CH[/CI] : SRC[dev] -> DST[dev] [send|receive] via TEXT``, messages already of that shape.
 
     The shape check (:data:`_CONN_SHAPE`, capture-free) guarantees every field is where the
     splits look for it and fits its column; the fields are then cut by splitting on spaces.
-    ``text``: the column holding the message, which starts at space-separated token ``first``:
-    0 for a cut message (host, pid, tid, cuda_dev are columns already), 4 for a whole line of
-    :data:`_CONN_LINE`, whose first two tokens are ``host:pid:tid`` and ``[dev]``.
     """
-    if df.height == 0:
-        return None
-    df = df.with_columns(t=pl.col(text).str.splitn(" ", first + 7), v=pl.col(text).str.find(" via ", literal=True)
+    df = df.with_columns(t=pl.col(text).str.splitn(" ", 7), v=pl.col(text).str.find(" via ", literal=True)
                          ).unnest("t", separator="_")
-    tok = lambda k: f"t_field_{first + k}"  # noqa: E731
+    tok = lambda k: f"t_field_{k}"  # noqa: E731
     df = df.with_columns(c=pl.col(tok(1)).str.splitn("/", 2), s=pl.col(tok(3)).str.splitn("[", 2),
                          d=pl.col(tok(5)).str.splitn("[", 2)).unnest("c", "s", "d", separator="_")
-    if first:
-        df = df.with_columns(a=pl.col("t_field_0").str.splitn(":", 3)).unnest("a", separator="_").with_columns(
-            host="a_field_0", pid=pl.col("a_field_1").cast(pl.Int64), tid=pl.col("a_field_2").cast(pl.Int64),
-            cuda_dev=pl.col("t_field_1").str.slice(1).str.strip_suffix("]").cast(pl.Int32))
     dir_t = pl.col(tok(6))
     return df.select(
-        "i", "host", "pid", "tid", "cuda_dev", kw=tok(0),
-        via=pl.col(text).str.slice(pl.col("v") + 5).str.strip_chars_end(" \t\r\n"),
+        kw=tok(0), via=pl.col(text).str.slice(pl.col("v") + 5).str.strip_chars_end(" \t\r\n"),
         channel=pl.col("c_field_0").cast(pl.Int32), conn_index=pl.col("c_field_1").cast(pl.Int32),
         src_rank=pl.col("s_field_0").cast(pl.Int32), dst_rank=pl.col("d_field_0").cast(pl.Int32),
         src_br=pl.col("s_field_1").str.strip_suffix("]").fill_null(""), dst_br=pl.col("d_field_1").str.strip_suffix("]").fill_null(""),
@@ -292,8 +297,8 @@ def _brackets(side: str) -> list[pl.Expr]:
 
 def finish(state: LogState, block: Block, base: int, snapshot: dict[Key, tuple[str | None, str | None]]) -> None:
     """Add the block's bulk rows to the state (``base``: lines before the block)."""
-    if block.conn is not None:
-        _finish_connections(state, block.conn, base, snapshot)
+    if block.conn is not None and block.conn_msgs is not None:
+        _finish_connections(state, block.conn, block.conn_msgs, base, snapshot)
     if block.coll is not None:
         df = block.coll.with_columns(line_no=pl.col("i").cast(pl.Int64) + base + 1)
         dt = pl.col("datatype")
@@ -305,16 +310,23 @@ def finish(state: LogState, block: Block, base: int, snapshot: dict[Key, tuple[s
         state.add_arrow("nccl_colls", df.select(NCCL_COLLS.schema.names).to_arrow())
 
 
-def _finish_connections(state: LogState, df: pl.DataFrame, base: int, snapshot: dict[Key, tuple[str | None, str | None]]) -> None:
+def _finish_connections(state: LogState, rows: pl.DataFrame, msgs: pl.DataFrame, base: int,
+                        snapshot: dict[Key, tuple[str | None, str | None]]) -> None:
+    """Complete the distinct messages (via classification, device brackets), then gather them to the rows."""
     fp = state.fingerprints
-    vias = [(v, *nccl_messages.classify_via(v, fp)) for v in df["via"].unique().to_list()]
+    used = np.unique(rows["m"].to_numpy())
+    msgs = msgs[used]
+    vias = [(v, *nccl_messages.classify_via(v, fp)) for v in msgs["via"].unique().to_list()]
     has_br = (pl.col("src_br") != "") | (pl.col("dst_br") != "")
-    df = df.with_columns(*_brackets("src"), *_brackets("dst"), line_no=pl.col("i").cast(pl.Int64) + base + 1)
-    df = df.with_columns(dev_is_bus_id=pl.when(has_br).then(pl.col("_src_bus") | pl.col("_dst_bus"))).join(
+    msgs = msgs.with_columns(*_brackets("src"), *_brackets("dst"))
+    msgs = msgs.with_columns(dev_is_bus_id=pl.when(has_br).then(pl.col("_src_bus") | pl.col("_dst_bus"))).join(
         pl.DataFrame(vias, orient="row", schema=_VIA_SCHEMA), on="via", how="left", maintain_order="left")
-    shapes = df.select("kw", no_ci=pl.col("conn_index").is_null(), bus="dev_is_bus_id", t="transport").unique()
+    shapes = msgs.select("kw", no_ci=pl.col("conn_index").is_null(), bus="dev_is_bus_id", t="transport").unique()
     for kw, no_ci, bus, t in shapes.iter_rows():
         nccl_messages.connection_fingerprints(fp, kw, None if no_ci else "0", bus, t)
+    slot = np.full(int(used[-1]) + 1, -1, dtype=np.int64)
+    slot[used] = np.arange(len(used))
+    df = rows.drop("m").hstack(msgs[slot[rows["m"].to_numpy()]]).with_columns(line_no=pl.col("i").cast(pl.Int64) + base + 1)
     df = comm_attribution(state, df, snapshot).with_columns(
         printer_rank=pl.when(pl.col("direction") == "receive").then("dst_rank").otherwise("src_rank"),
         inter_node=pl.when(pl.col("transport").is_in(["P2P", "SHM"])).then(False),
