@@ -30,15 +30,24 @@ ROW_GROUP_ROWS = 1 << 16
 STALE_STAGING_S = 6 * 3600
 
 
+#: text columns whose row-group statistics are kept: they are constant or clustered within a part
+#: (one file, one host), so min/max skip row groups; other text (names, messages) spans its whole
+#: range in every row group, and its statistics cost a sixth of a table's write for nothing
+TEXT_STATISTICS = ("host", "file")
+
+
 def parquet_options(schema: pa.Schema) -> dict[str, Any]:
-    """Writer options for a table: dictionary encoding for text columns only.
+    """Writer options for a table: dictionary encoding for text columns only; statistics for all
+    but text columns outside :data:`TEXT_STATISTICS`.
 
     Names, categories and dtype strings repeat and shrink several-fold in a dictionary; numbers
     (timestamps, ids) are mostly distinct, so a dictionary there costs CPU, then falls back.
     """
-    text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-            or (pa.types.is_list(f.type) and pa.types.is_string(f.type.value_type))]
-    return {**PARQUET_OPTS, "use_dictionary": text or False}
+    text = {f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            or (pa.types.is_list(f.type) and pa.types.is_string(f.type.value_type))}
+    stats = [f.name for f in schema if f.name not in text or f.name in TEXT_STATISTICS]
+    return {**PARQUET_OPTS, "use_dictionary": [f.name for f in schema if f.name in text] or False,
+            "write_statistics": stats or False}
 
 
 def conform(name: str, data: pa.Table | pa.RecordBatch) -> pa.Table:
