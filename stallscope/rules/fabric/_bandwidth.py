@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import polars as pl
 
@@ -19,6 +20,11 @@ COLLAPSE_GBPS = COLLAPSE_SHARE * REF_RDMA_GBPS
 #: "far below" what the fabric should give: under this share of it (nccl-tests reach ~85 % of NCCL's
 #: graph bandwidth in isolation; collectives overlapped with compute keep well above 60 % of that)
 FAR_BELOW = 0.6
+#: GPUs whose multi-node systems ship with 200 Gb/s or faster RDMA NICs (Hopper, Blackwell: ConnectX-7,
+#: BlueField-3, ConnectX-8 at 200/400/800 Gb/s); their floors count a NIC at 200 Gb/s, not 100
+FAST_NIC_GPUS = re.compile(r"\b(?:GH200|GB200|GB300|H100|H200|H800|H20|B100|B200|B300)\b", re.IGNORECASE)
+#: how many times the 100 Gb/s floors those systems' slowest NIC carries
+FAST_NIC_FACTOR = 2.0
 #: expectations that are floors, not measured capacities (see :func:`expected_busbw`)
 FLOOR_BASES = ("nic_count", "reference")
 #: messages smaller than this are latency-bound: their bandwidth says little about the fabric
@@ -176,6 +182,19 @@ def _inter_graph_bandwidth(ctx: Context) -> dict[str, float]:
 MAX_PER_NIC_GBPS = 50.0
 
 
+def nic_floor_factor(ctx: Context) -> float:
+    """How much the 100 Gb/s floors (:data:`REF_RDMA_GBPS`, :data:`PER_NIC_GBPS`) rise for this job's
+    GPUs: :data:`FAST_NIC_FACTOR` when every rank's GPU is of a generation whose systems ship with
+    200 Gb/s or faster NICs (:data:`FAST_NIC_GPUS`, from the traces' ``deviceProperties``), else 1."""
+    try:
+        names = ctx.store.sql("SELECT DISTINCT device_name FROM ranks WHERE job = ?", [ctx.job])["device_name"].to_list()
+    except Exception:  # noqa: BLE001 - a store without the column
+        return 1.0
+    if names and all(n and FAST_NIC_GPUS.search(n) for n in names):
+        return FAST_NIC_FACTOR
+    return 1.0
+
+
 def expected_busbw(ctx: Context, *, without: str | None = None) -> tuple[float, str]:
     """Inter-node bus bandwidth one host's NICs should give (the bottleneck host), and the basis.
 
@@ -183,7 +202,9 @@ def expected_busbw(ctx: Context, *, without: str | None = None) -> tuple[float, 
     search, × GRAPH_EFFICIENCY) when the logs have it, capped by the NICs listed; else the line
     rate of the active RDMA ports the collector's manifest recorded (× NIC_EFFICIENCY, slowest
     host); else the RDMA NICs NCCL listed on the host with the fewest (× PER_NIC_GBPS, i.e. as if
-    100 Gb/s: the speed is not in the log); else the single-NIC reference.
+    100 Gb/s: the speed is not in the log); else the single-NIC reference. The last two are
+    floors: for GPUs whose systems ship with 200 Gb/s or faster NICs they count a NIC at 200 Gb/s
+    (:func:`nic_floor_factor`).
     ``without``: as if that host were like its peers. A collective only gets its share of this
     when several run at once from one host (see :func:`inter_expectations`).
     """
@@ -199,9 +220,10 @@ def expected_busbw(ctx: Context, *, without: str | None = None) -> tuple[float, 
     rates = {h: v for h, v in f["nic_gbs"].items() if h != without and v > 0}
     if rates:
         return min(rates.values()) * NIC_EFFICIENCY, "nic_rate"
+    floor = nic_floor_factor(ctx)
     if nics:
-        return min(min(nics.values()), gpus) * PER_NIC_GBPS, "nic_count"
-    return REF_RDMA_GBPS, "reference"
+        return min(min(nics.values()), gpus) * PER_NIC_GBPS * floor, "nic_count"
+    return REF_RDMA_GBPS * floor, "reference"
 
 
 def inter_expectations(ctx: Context, *, without: str | None = None, min_bytes: int = MIN_BW_BYTES) -> pl.DataFrame:
