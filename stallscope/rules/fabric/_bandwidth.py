@@ -32,20 +32,31 @@ MIN_BW_BYTES = 1 << 20
 #: an inter-node transfer this long is bandwidth-bound even when its size is unknown
 UNSIZED_BW_NS = 500_000
 BW_OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce")
+#: point-to-point transfers (pipeline stages, MoE dispatch): bus bandwidth = bytes / time of the pair
+P2P_OPS = ("send", "recv")
 
 
-def inter_transfers(ctx: Context, *, min_bytes: int = MIN_BW_BYTES) -> pl.DataFrame:
-    """Multi-member inter-node instances of bandwidth-bound collectives with a transfer time."""
+def inter_transfers(ctx: Context, *, min_bytes: int = MIN_BW_BYTES, p2p: bool = False) -> pl.DataFrame:
+    """Multi-member inter-node instances of bandwidth-bound collectives with a transfer time
+    (with ``p2p``, matched inter-node send/recv pairs too)."""
+    ops = BW_OPS + P2P_OPS if p2p else BW_OPS
     return ctx.d.instances.filter(
-        (pl.col("scope") == "inter") & (pl.col("members") > 1) & pl.col("op").is_in(BW_OPS)
+        (pl.col("scope") == "inter") & (pl.col("members") > 1) & pl.col("op").is_in(ops)
         & (pl.col("bytes") >= min_bytes) & (pl.col("transfer_ns") > 0) & pl.col("busbw_gbps").is_not_null())
 
 
 def arrive_together(df: pl.DataFrame) -> bool:
-    """Ranks arrive on time relative to the transfer (skew is small next to moving the bytes)."""
+    """Ranks arrive on time relative to the transfer (skew is small next to moving the bytes).
+
+    Judged on the collectives; a job whose only inter-node transfers are point-to-point passes:
+    a pair's transfer is timed from the later side's arrival, and a receiver posted early (as
+    pipeline stages do) waits before it, not in it."""
     if df.height == 0:
         return False
-    return float((df["skew_ns"] / df["transfer_ns"]).median()) < 0.5
+    coll = df.filter(~pl.col("op").is_in(P2P_OPS))
+    if coll.height == 0:
+        return True
+    return float((coll["skew_ns"] / coll["transfer_ns"]).median()) < 0.5
 
 
 def transfers_at_bandwidth(ctx: Context, gbps: float | None = None, *, without: str | None = None) -> dict[int, float]:
@@ -233,7 +244,7 @@ def inter_expectations(ctx: Context, *, without: str | None = None, min_bytes: i
     its capacity (one member per host, as in hybrid-sharded replicas, gets 1/G; a world group
     gets all of it). ``expected_gbps`` = capacity × min over the group's hosts of k/G.
     """
-    inst = inter_transfers(ctx, min_bytes=min_bytes)
+    inst = inter_transfers(ctx, min_bytes=min_bytes, p2p=True)
     if inst.height == 0:
         return inst.with_columns(pl.lit(None, dtype=pl.Float64).alias("expected_gbps"), pl.lit(None, dtype=pl.Float64).alias("share"))
     cap, _ = expected_busbw(ctx, without=without)
@@ -265,7 +276,7 @@ def transfers_scaled(ctx: Context, factor: float) -> dict[int, float]:
     # without message sizes (older traces), a transfer of 0.5 ms or more is bandwidth-bound:
     # inter-node collective latency is tens of microseconds
     inst = ctx.d.instances.filter(
-        (pl.col("scope") == "inter") & (pl.col("members") > 1) & pl.col("op").is_in(BW_OPS) & (pl.col("transfer_ns") > 0)
+        (pl.col("scope") == "inter") & (pl.col("members") > 1) & pl.col("op").is_in(BW_OPS + P2P_OPS) & (pl.col("transfer_ns") > 0)
         & ((pl.col("bytes") >= 64 << 10) | (pl.col("bytes").is_null() & (pl.col("transfer_ns") >= UNSIZED_BW_NS))))
     pos_of = {int(i): p for p, i in enumerate(tl.inst_ids.tolist())}
     return {pos_of[int(i)]: float(t) / factor for i, t in inst.select("instance_id", "transfer_ns").iter_rows() if int(i) in pos_of}

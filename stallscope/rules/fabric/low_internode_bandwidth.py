@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import polars as pl
+
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.fabric._bandwidth import (COLLAPSE_GBPS, inter_far_below, nic_floor_factor, socket_facts,
+from stallscope.rules.fabric._bandwidth import (COLLAPSE_GBPS, P2P_OPS, inter_far_below, nic_floor_factor, socket_facts,
                                                 transfers_at_bandwidth)
 
 
@@ -15,7 +17,9 @@ class LowInterNodeBandwidth(Rule):
         Bandwidth-bound collectives (≥ 1 MiB) whose members span hosts move bytes far below the
         bus bandwidth the fabric should give, although their members arrive together (arrival
         skew under half the transfer time): the time goes into moving bytes, not into waiting for
-        a late rank. "Should give" and "far below" are: under 60 % of NCCL's own topology-search
+        a late rank. Matched inter-node send/recv pairs (pipeline stages) count too, at the
+        share of the host's NICs their ranks hold; a pair is timed from the later side's
+        arrival, so a receiver posted early does not make it look slow. "Should give" and "far below" are: under 60 % of NCCL's own topology-search
         bandwidth when the logs have it (× 0.85, what nccl-tests achieves) or of the port rates
         in the collector's manifest; else under 70 % of a floor: 10 GB/s per RDMA NIC NCCL lists
         (their speed is not in the log: as if 100 Gb/s), or — no logs — 7 GB/s per host, 70 % of
@@ -59,15 +63,19 @@ class LowInterNodeBandwidth(Rule):
         lost = ctx.lost_if_transfers("fab:expected", transfers_at_bandwidth(ctx))
         if lost is None or lost < 0.01:
             return []
-        skew = float((inter["skew_ns"] / inter["transfer_ns"]).median())
+        coll = inter.filter(~pl.col("op").is_in(P2P_OPS))
+        what = ("collectives" if coll.height == inter.height else "point-to-point transfers" if coll.height == 0
+                else "collectives and point-to-point transfers")
+        together = (f"while their members arrive together (median skew {float((coll['skew_ns'] / coll['transfer_ns']).median()):.0%} "
+                    f"of the transfer)" if coll.height else "timed from the later side's arrival")
         fast = nic_floor_factor(ctx) > 1.0
         why = {"nccl_graph": "what NCCL's own topology search says the NICs carry",
                "nic_count": "what the RDMA NICs NCCL lists should carry" + (" (at 200 Gb/s, the slowest these GPUs' systems ship with)" if fast else ""),
                "reference": ("any RDMA fabric these GPUs' systems ship with (one 200 Gb/s NIC)" if fast
                              else "any RDMA fabric (one 100 Gb/s NIC)")}[basis]
-        summary = (f"Inter-node collectives of 1 MiB and more reach a median bus bandwidth of {bw:.2f} GB/s over "
+        summary = (f"Inter-node {what} of 1 MiB and more reach a median bus bandwidth of {bw:.2f} GB/s over "
                    f"{inter.height} instances ({host_bw:.2f} GB/s per host once concurrent groups sharing the NICs are counted), "
-                   f"while their members arrive together (median skew {skew:.0%} of the transfer). "
+                   f"{together}. "
                    f"That is far below {why} (~{expected:.0f} GB/s per host); at that bandwidth "
                    f"the job would be {fmt_pct(lost)} shorter."
                    + ("" if facts.get("logs") else " The bundle has no NCCL logs: set NCCL_DEBUG=INFO to see which transport was used."))
