@@ -69,6 +69,12 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # subtle: the host's ranks are late in every step, by less than the job's jitter what-if recovers
     "xsock_subtle": ("cross_socket_nic_one_host", 40, dict(logs="none", severity="subtle", nodes=4, parallelism="fsdp",
                                                            noise="medium", steps=6)),
+    # pipeline stages on different hosts: the inter-node traffic is send/recv pairs, not collectives
+    "socket_pipeline": ("socket_fallback", 61, dict(logs="none", parallelism="pipeline", severity="severe")),
+    "healthy_pipeline": ("healthy", 62, dict(logs="none", parallelism="pipeline")),
+    # TCP sockets at 11 GB/s per host: above the 100 Gb/s floor (7), below the 200 Gb/s one (14)
+    # that Hopper systems' NICs set
+    "socket_h100": ("socket_fallback", 63, dict(logs="none", gpu="H100", magnitude=11.0)),
     "truncated": ("healthy", 26, dict(logs="none", truncate=1)),
     "few_steps": ("healthy", 27, dict(logs="none", steps=2)),
 }

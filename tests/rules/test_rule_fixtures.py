@@ -30,6 +30,9 @@ EXPECTED: dict[str, set[str]] = {
     "healthy_onelog": set(),
     "healthy_manifest": set(),         # the same ports everywhere: nothing to blame
     "no_gdr": {"FAB003"},
+    "socket_pipeline": {"FAB001"},   # no logs: the stages' send/recv pairs move bytes at socket speed
+    "healthy_pipeline": set(),
+    "socket_h100": {"FAB001"},       # no logs: under what any NIC of an H100 system carries
     "compute": {"SYN001"},
     "compute_tp": {"SYN001"},
     "intermittent": {"SYN002"},
@@ -197,3 +200,25 @@ def test_jitter_between_groups_counts_but_imbalance_does_not(jobs: Any) -> None:
     for name in ("imbalanced", "healthy_tp"):
         ctx = jobs[name].ctx
         assert (ctx.lost_to_jitter(across_groups=True) or 0.0) < noise_floor(ctx.d.ranks.height), name
+
+
+def test_nic_floor_follows_the_gpu_generation(jobs: Any) -> None:
+    """Traces of H100 ranks raise the no-log floor to what a 200 Gb/s NIC carries; A100 ranks keep
+    the 100 Gb/s one. The H100 job's sockets (11 GB/s per host) fall between the two floors."""
+    from stallscope.rules.fabric._bandwidth import REF_RDMA_GBPS, expected_busbw, nic_floor_factor
+
+    h = jobs["socket_h100"]
+    assert "H100" in h.truth["job"]["gpu"] and nic_floor_factor(h.ctx) == 2.0
+    assert expected_busbw(h.ctx) == (2.0 * REF_RDMA_GBPS, "reference")
+    assert "one 200 Gb/s NIC" in h.fired()["FAB001"]["summary"]
+    a = next(j for j in (jobs[n] for n in ("healthy", "compute", "hoststall")) if "A100" in j.truth["job"]["gpu"])
+    assert nic_floor_factor(a.ctx) == 1.0
+
+
+def test_pipeline_transfers_timed_from_the_later_side(jobs: Any) -> None:
+    """Pipeline stages on different hosts: FAB001 measures their send/recv pairs (no collective
+    crosses hosts) and says so; the healthy pipeline's pairs are not flagged."""
+    f = jobs["socket_pipeline"].fired()["FAB001"]
+    assert "point-to-point" in f["summary"] and f["lost_time_fraction"] >= 0.1
+    assert abs(f["lost_time_fraction"] - jobs["socket_pipeline"].truth["lost_time_fraction"]) < 0.1
+    assert "FAB001" not in jobs["healthy_pipeline"].fired(raw=True)
