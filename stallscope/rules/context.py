@@ -296,7 +296,9 @@ class Context:
         host_persistent = bool(persist) and persist <= host_ranks and len(persist) >= HOST_SHARE * len(host_ranks)
         jit_bar = 0.0 if host_persistent else 0.6 * jit
         alt["host_persistent"] = host_persistent
-        if (host_best is not None and host_lost >= 1.25 * rank_lost and host_lost >= 0.01 and host_lost >= jit_bar
+        leads = self._host_leads(host_best) if host_best is not None else False
+        alt["host_leads"] = leads
+        if (host_best is not None and host_lost >= 1.25 * rank_lost and host_lost >= 0.01 and host_lost >= jit_bar and leads
                 and not (minority and rank_lost >= 0.5 * host_lost) and not (inside and set(inside) <= set(chosen))):
             hranks = self.d.ranks_of(host_best)
             hsteps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(hranks))
@@ -338,6 +340,31 @@ class Context:
                                        len(o_steps) >= max(2, PERSISTENT_SHARE * self.n_steps), alt)
             return SyncVerdict("jitter", self.d.ranks["rank"].to_list(), None, full, jit, sorted(ls.per_step), True, alt)
         return none
+
+    def _host_leads(self, host: str) -> bool:
+        """Whether ``host``'s ranks are the latest of all hosts' in most steps (≥ PERSISTENT_SHARE)
+        and no other host is ever later than it by as much as it usually leads.
+
+        A host whose placement slows it is late every step, by about the same; when the hosts'
+        ranks sync among themselves first (tensor-parallel or shard groups inside a host),
+        jitter makes whole hosts late in turn, and one of them can hold the most lost time over
+        a few steps while another host leads in the rest by as much. Jobs of fewer than 3 steps
+        or one host are not judged (True)."""
+        ls = self.late_share
+        if ls.height == 0 or len(self.ranks_per_host) < 2:
+            return True
+        hs = (ls.join(self.d.ranks.select("rank", "host"), on="rank").filter(pl.col("host").is_not_null())
+              .group_by("host", "step").agg(pl.col("share").mean()))
+        mine = hs.filter(pl.col("host") == host).select("step", pl.col("share").alias("mine"))
+        other = hs.filter(pl.col("host") != host).group_by("step").agg(pl.col("share").max().alias("other"))
+        lead = mine.join(other, on="step").select((pl.col("mine") - pl.col("other")).alias("lead"))["lead"].to_list()
+        if len(lead) < 3:
+            return True
+        ahead = sorted(x for x in lead if x > 0)
+        if len(ahead) < PERSISTENT_SHARE * len(lead):
+            return False
+        typical = ahead[len(ahead) // 2]
+        return all(-x < typical for x in lead)
 
     def _rank_set(self, ranked: list[int], single: dict[int, float], top_blame: list[int], jit: float, limit: int,
                   origins: set[int]) -> tuple[list[int], float]:
