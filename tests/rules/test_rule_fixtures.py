@@ -181,6 +181,7 @@ def test_a_host_late_in_every_step_is_not_jitter(jobs: Any) -> None:
     removing every rank's variation (the jitter what-if) would recover more."""
     v = jobs["xsock_subtle"].ctx.sync_verdict
     assert v.kind == "host" and v.alternatives["host_persistent"] and v.jitter_lost > v.lost
+    assert v.alternatives["host_leads"]
     assert [v.host] == jobs["xsock_subtle"].truth["culprit_hosts"]
     for name in ("jitter", "healthy", "imbalanced"):
         assert not jobs[name].ctx.sync_verdict.alternatives.get("host_persistent"), name
@@ -222,3 +223,15 @@ def test_pipeline_transfers_timed_from_the_later_side(jobs: Any) -> None:
     assert "point-to-point" in f["summary"] and f["lost_time_fraction"] >= 0.1
     assert abs(f["lost_time_fraction"] - jobs["socket_pipeline"].truth["lost_time_fraction"]) < 0.1
     assert "FAB001" not in jobs["healthy_pipeline"].fired(raw=True)
+
+
+def test_hosts_late_in_turn_are_not_a_slow_host(jobs: Any) -> None:
+    """A placement fault keeps its host the latest every step; jitter in a TP+DP job makes whole
+    hosts late in turn (each host's ranks sync among themselves first), so no host leads."""
+    for name in ("xsock_nologs", "xsock_subtle", "p2p_nologs"):
+        v = jobs[name].ctx.sync_verdict
+        assert v.kind == "host" and jobs[name].ctx._host_leads(v.host), name
+    j = jobs["jitter_tp"].ctx
+    hosts = sorted(j.ranks_per_host)
+    assert not any(j._host_leads(h) for h in hosts)
+    assert j.sync_verdict.kind == "jitter"
