@@ -298,7 +298,7 @@ class Context:
         host_persistent = bool(persist) and persist <= host_ranks and len(persist) >= HOST_SHARE * len(host_ranks)
         jit_bar = 0.0 if host_persistent else 0.6 * jit
         alt["host_persistent"] = host_persistent
-        leads = self._host_leads(host_best) if host_best is not None else False
+        leads = self._host_leads(host_best) and self._host_late_together(host_best) if host_best is not None else False
         alt["host_leads"] = leads
         if (host_best is not None and host_lost >= 1.25 * rank_lost and host_lost >= 0.01 and host_lost >= jit_bar and leads
                 and not (minority and rank_lost >= 0.5 * host_lost) and not (inside and set(inside) <= set(chosen))):
@@ -367,6 +367,20 @@ class Context:
             return False
         typical = ahead[len(ahead) // 2]
         return all(-x < typical for x in lead)
+
+    def _host_late_together(self, host: str) -> bool:
+        """Whether most of ``host``'s ranks (≥ HOST_SHARE) are late in at least half of the steps
+        where any of them is. A placement fault (P2P off, a NIC across the sockets, the wrong NUMA
+        node) slows every rank of its host; a straggler inside a group that spans part of a host
+        (a tensor-parallel group of 4 on an 8-GPU host) makes that group late, and the rest of
+        the host is never late."""
+        ranks = set(self.d.ranks_of(host))
+        steps = [set(rs) & ranks for rs in self.late_sets.per_step.values()]
+        steps = [rs for rs in steps if rs]
+        if len(ranks) < 2 or not steps:
+            return True
+        often = [r for r in ranks if sum(r in rs for rs in steps) >= 0.5 * len(steps)]
+        return len(often) >= HOST_SHARE * len(ranks)
 
     def _rank_set(self, ranked: list[int], single: dict[int, float], top_blame: list[int], jit: float, limit: int,
                   origins: set[int]) -> tuple[list[int], float]:
