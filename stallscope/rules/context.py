@@ -369,18 +369,17 @@ class Context:
         return all(-x < typical for x in lead)
 
     def _host_late_together(self, host: str) -> bool:
-        """Whether most of ``host``'s ranks (≥ HOST_SHARE) are late in at least half of the steps
-        where any of them is. A placement fault (P2P off, a NIC across the sockets, the wrong NUMA
-        node) slows every rank of its host; a straggler inside a group that spans part of a host
-        (a tensor-parallel group of 4 on an 8-GPU host) makes that group late, and the rest of
-        the host is never late."""
+        """Whether nearly all of ``host``'s ranks (all but 1 - HOST_SHARE of them) are late in some
+        step. A placement fault (P2P off, a NIC across the sockets, the wrong NUMA node) slows
+        every rank of its host, so under noise each of them is late now and then; a straggler
+        inside a group that spans part of a host (a tensor-parallel group of 4 on an 8-GPU host)
+        makes that group late every step while the rest of the host is never late."""
         ranks = set(self.d.ranks_of(host))
-        steps = [set(rs) & ranks for rs in self.late_sets.per_step.values()]
-        steps = [rs for rs in steps if rs]
-        if len(ranks) < 2 or not steps:
+        late = set().union(*self.late_sets.per_step.values()) if self.late_sets.per_step else set()
+        if len(ranks) < 2 or not (late & ranks):
             return True
-        often = [r for r in ranks if sum(r in rs for rs in steps) >= 0.5 * len(steps)]
-        return len(often) >= HOST_SHARE * len(ranks)
+        never = ranks - late
+        return len(never) <= (1 - HOST_SHARE) * len(ranks)
 
     def _rank_set(self, ranked: list[int], single: dict[int, float], top_blame: list[int], jit: float, limit: int,
                   origins: set[int]) -> tuple[list[int], float]:
