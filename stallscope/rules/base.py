@@ -9,6 +9,8 @@ none); it never prints and never raises for lack of data (it returns nothing ins
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import inspect
 import re
 import textwrap
@@ -86,15 +88,16 @@ class Finding:
         return d
 
 
-class Rule:
+class Rule(ABC):
     """Base class: subclasses set ``code``, ``name``, ``cause`` and implement ``check``."""
 
     code: ClassVar[str]
     name: ClassVar[str]
     cause: ClassVar[Cause]
 
-    def check(self, ctx: "Context") -> list[Finding]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def check(self, ctx: "Context") -> list[Finding]:
+        """The rule's findings for the job of ``ctx`` (empty when it does not fire)."""
 
     @classmethod
     def doc(cls) -> str:

@@ -12,6 +12,8 @@ Each fault also says which cause and culprits the ground truth blames
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +75,7 @@ class Effects:
 
 
 @dataclass
-class Fault:
+class Fault(ABC):
     """Base class. Subclasses fill the fields and implement :meth:`apply`."""
 
     kind: str = ""
@@ -86,8 +88,9 @@ class Fault:
     #: job-wide evidence (e.g. "socket")
     job_hints: list[str] = field(default_factory=list)
 
-    def apply(self, eff: Effects, job: Job) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def apply(self, eff: Effects, job: Job) -> None:
+        """Change the job's physics (``eff``) the way this fault does."""
 
     def plan(self) -> dict[str, Any]:
         """What was injected, for the ground truth (subclasses add their parameters)."""
