@@ -53,10 +53,14 @@ def arrive_together(df: pl.DataFrame) -> bool:
     pipeline stages do) waits before it, not in it."""
     if df.height == 0:
         return False
+    skew = collective_skew(df)
+    return skew is None or skew < 0.5
+
+
+def collective_skew(df: pl.DataFrame) -> float | None:
+    """Median arrival skew / transfer time of the collectives among ``df`` (None when all are point-to-point)."""
     coll = df.filter(~pl.col("op").is_in(P2P_OPS))
-    if coll.height == 0:
-        return True
-    return float((coll["skew_ns"] / coll["transfer_ns"]).median()) < 0.5
+    return float((coll["skew_ns"] / coll["transfer_ns"]).median()) if coll.height else None
 
 
 def transfers_at_bandwidth(ctx: Context, gbps: float | None = None, *, without: str | None = None) -> dict[int, float]:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import polars as pl
-
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.fabric._bandwidth import (COLLAPSE_GBPS, P2P_OPS, inter_far_below, nic_floor_factor, socket_facts,
-                                                transfers_at_bandwidth)
+from stallscope.rules.fabric._bandwidth import (COLLAPSE_GBPS, P2P_OPS, collective_skew, inter_far_below, nic_floor_factor,
+                                                socket_facts, transfers_at_bandwidth)
 
 
 class LowInterNodeBandwidth(Rule):
@@ -63,11 +61,12 @@ class LowInterNodeBandwidth(Rule):
         lost = ctx.lost_if_transfers("fab:expected", transfers_at_bandwidth(ctx))
         if lost is None or lost < 0.01:
             return []
-        coll = inter.filter(~pl.col("op").is_in(P2P_OPS))
-        what = ("collectives" if coll.height == inter.height else "point-to-point transfers" if coll.height == 0
+        n_p2p = int(inter["op"].is_in(P2P_OPS).sum())
+        what = ("collectives" if n_p2p == 0 else "point-to-point transfers" if n_p2p == inter.height
                 else "collectives and point-to-point transfers")
-        together = (f"while their members arrive together (median skew {float((coll['skew_ns'] / coll['transfer_ns']).median()):.0%} "
-                    f"of the transfer)" if coll.height else "timed from the later side's arrival")
+        skew = collective_skew(inter)
+        together = (f"while their members arrive together (median skew {skew:.0%} of the transfer)" if skew is not None
+                    else "timed from the later side's arrival")
         fast = nic_floor_factor(ctx) > 1.0
         why = {"nccl_graph": "what NCCL's own topology search says the NICs carry",
                "nic_count": "what the RDMA NICs NCCL lists should carry" + (" (at 200 Gb/s, the slowest these GPUs' systems ship with)" if fast else ""),
