@@ -75,6 +75,11 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # TCP sockets at 11 GB/s per host: above the 100 Gb/s floor (7), below the 200 Gb/s one (14)
     # that Hopper systems' NICs set
     "socket_h100": ("socket_fallback", 63, dict(logs="none", gpu="H100", magnitude=11.0)),
+    # TCP sockets at 20 GB/s per host on H100s, whose NICs would have carried 2-9x that, and a 3 %
+    # host-stall straggler: one 200 Gb/s NIC per host (the floor) would gain nothing, so only the
+    # middle of the bracket ranks the proven socket fallback above the straggler
+    "socket_fast_two": ("two_faults", 64, dict(logs="all", primary="socket_fallback", secondary="host_stall_straggler",
+                                               gpu="H100", severity="moderate", nodes=4)),
     "truncated": ("healthy", 26, dict(logs="none", truncate=1)),
     "few_steps": ("healthy", 27, dict(logs="none", steps=2)),
 }

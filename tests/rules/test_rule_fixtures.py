@@ -33,6 +33,7 @@ EXPECTED: dict[str, set[str]] = {
     "socket_pipeline": {"FAB001"},   # no logs: the stages' send/recv pairs move bytes at socket speed
     "healthy_pipeline": set(),
     "socket_h100": {"FAB001"},       # no logs: under what any NIC of an H100 system carries
+    "socket_fast_two": {"FAB002", "SYN004"},  # two planted faults, both reported
     "compute": {"SYN001"},
     "compute_tp": {"SYN001"},
     "intermittent": {"SYN002"},
@@ -163,6 +164,23 @@ def test_certain_cause_without_message_sizes_leads(jobs: Any) -> None:
     first = next(f for f in doc["findings"] if f["cause"] != "input")
     assert first["rule"] == "FAB002" and first["severity"] == "medium" and first["lost_time_fraction"] is None
     assert "no message sizes" in first["summary"]
+
+
+def test_socket_cost_is_bracketed_and_outranks_a_minor_straggler(jobs: Any) -> None:
+    """Sockets at 20 GB/s per host on H100s: one 200 Gb/s NIC per host would gain nothing, one per
+    GPU most of the loss. The estimate is the middle of that bracket; the planted loss is inside
+    it, and the proven socket fallback leads the 3 % straggler."""
+    j = jobs["socket_fast_two"]
+    first = next(f for f in j.doc["findings"] if f["cause"] != "input")
+    assert first["rule"] == "FAB002"
+    low, high = first["details"]["lost_time_fraction_one_nic_per_host"], first["details"]["lost_time_fraction_rail_optimized"]
+    assert low <= first["lost_time_fraction"] <= high
+    assert low < 0.02 < first["lost_time_fraction"]
+    truth = next(f for f in j.truth["faults"] if f["kind"] == "socket_fallback")["lost_time_fraction"]
+    assert low <= truth <= high
+    syn = j.fired()["SYN004"]
+    assert syn["ranks"] == next(f for f in j.truth["faults"] if f["kind"] == "host_stall_straggler")["culprit_ranks"]
+    assert syn["lost_time_fraction"] < first["lost_time_fraction"]
 
 
 def test_trace_path_of_loc004_names_the_host_apart(jobs: Any) -> None:

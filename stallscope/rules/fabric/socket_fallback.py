@@ -6,7 +6,8 @@ import polars as pl
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.fabric._bandwidth import REF_RDMA_GBPS, inter_transfers, socket_facts, transfers_at_bandwidth
+from stallscope.rules.fabric._bandwidth import (REF_RDMA_GBPS, inter_transfers, nic_floor_factor, socket_facts,
+                                                transfers_at_bandwidth)
 
 
 class SocketFallback(Rule):
@@ -24,11 +25,17 @@ class SocketFallback(Rule):
 
     Evidence it cites:
         The log lines (``nccl_net`` selected network, ``nccl_connections`` with ``net =
-        'Socket'``), the achieved inter-node bus bandwidth from the traces; time lost from the
-        what-if replay with inter-node transfers at what RDMA would give at least — one 100
-        Gb/s-class NIC (10 GB/s bus bandwidth) per host, shared by the groups that run at once —
-        when traces are in the bundle; the details add the upper bound with one such NIC per GPU,
-        as on rail-optimized training nodes (the healthy fabric is unknown when NCCL never used it).
+        'Socket'``), the achieved inter-node bus bandwidth from the traces, and the time lost from
+        what-if replays with inter-node transfers at what RDMA would give (shared by the groups
+        that run at once), when traces are in the bundle. The healthy fabric is unknown when NCCL
+        never used it, so the cost is bracketed: at least one NIC per host, at most one NIC per
+        GPU (rail-optimized training nodes), each NIC at the slowest speed these GPUs' systems
+        ship with (100 Gb/s, 200 on Hopper and Blackwell: :func:`nic_floor_factor`). The
+        estimate reported is the replay at the geometric mean of the two bandwidths: the
+        log-scale middle of the bracket, which both bounds stay within a factor of sqrt(GPUs per
+        host) of. The lower bound alone would call a proven socket fallback on a fast fabric
+        harmless (TCP at 20 GB/s per host is above one 100 Gb/s NIC) and rank it below a
+        1 % straggler.
 
     How to fix:
         Find why NCCL could not use the RDMA NICs: ``NCCL_IB_DISABLE=1`` or a missing
@@ -51,24 +58,27 @@ class SocketFallback(Rule):
         if not hosts:
             return []
         inter = inter_transfers(ctx)
-        lost = lost_rail = None
+        lost = lost_low = lost_rail = None
         bw = None
         if inter.height:
             bw = float(inter["busbw_gbps"].median())
-            # what RDMA would give: at least one 100 Gb/s NIC per host (the lower bound reported);
-            # up to one NIC per GPU on rail-optimized nodes (the upper bound, in the details)
+            # what RDMA would give: at least one NIC per host, up to one NIC per GPU on
+            # rail-optimized nodes; the estimate is the log-scale middle of the two
             gpus = max(ctx.ranks_per_host.values()) if ctx.ranks_per_host else 1
-            lost = ctx.lost_if_transfers("fab:rdma", transfers_at_bandwidth(ctx, REF_RDMA_GBPS))
-            lost_rail = ctx.lost_if_transfers("fab:rdma-rail", transfers_at_bandwidth(ctx, REF_RDMA_GBPS * gpus))
+            low = REF_RDMA_GBPS * nic_floor_factor(ctx)
+            lost_low = ctx.lost_if_transfers("fab:rdma", transfers_at_bandwidth(ctx, low))
+            lost_rail = ctx.lost_if_transfers("fab:rdma-rail", transfers_at_bandwidth(ctx, low * gpus))
+            lost = ctx.lost_if_transfers("fab:rdma-mid", transfers_at_bandwidth(ctx, low * gpus ** 0.5)) if gpus > 1 else lost_low
+        low_nic = f"{100 * nic_floor_factor(ctx):.0f} Gb/s"
         all_hosts = len(hosts) >= len(ctx.d.hosts) or len(hosts) == len(facts.get("hosts", []))  # type: ignore[arg-type]
         ranks = ctx.d.ranks["rank"].to_list() if all_hosts else [r for h in hosts for r in ctx.d.ranks_of(h)]
         culprit_hosts = ctx.d.hosts if all_hosts and ctx.d.hosts else hosts
         summary = (f"NCCL on {', '.join(hosts[:6])}{' …' if len(hosts) > 6 else ''} moved inter-node data over TCP sockets "
                    f"({facts.get('socket_connections', 0)} NET/Socket connections in the logs). "
-                   + (f"The traces show inter-node bus bandwidth of {bw:.2f} GB/s; with one 100 Gb/s RDMA NIC per host "
-                      f"({REF_RDMA_GBPS:.0f} GB/s) the job would be at least {fmt_pct(lost)} shorter"
-                      + (f", up to {fmt_pct(lost_rail)} with one NIC per GPU." if lost_rail is not None and lost_rail > lost + 0.005 else ".")
-                      if bw is not None and lost is not None
+                   + (f"The traces show inter-node bus bandwidth of {bw:.2f} GB/s; over RDMA the job would be about "
+                      f"{fmt_pct(lost)} shorter (at least {fmt_pct(lost_low)} with one {low_nic} NIC per host, "
+                      f"up to {fmt_pct(lost_rail)} with one per GPU)."
+                      if bw is not None and lost is not None and lost_low is not None and lost_rail is not None
                       else _unmeasured(ctx)))
         ev = [
             Evidence("network NCCL selected, per host",
@@ -87,7 +97,8 @@ class SocketFallback(Rule):
                     confidence=ctx.quality * 0.95, evidence=ev,
                     recommendation="Make NCCL use RDMA: check NCCL_IB_DISABLE, NCCL_IB_HCA, NCCL_NET_PLUGIN and "
                                    "NCCL_SOCKET_IFNAME, that rdma-core/libibverbs and the RDMA devices are in the container.",
-                    details={"socket_hosts": hosts, "busbw_gbps_median": bw, "lost_time_fraction_rail_optimized": lost_rail})
+                    details={"socket_hosts": hosts, "busbw_gbps_median": bw, "lost_time_fraction_one_nic_per_host": lost_low,
+                             "lost_time_fraction_rail_optimized": lost_rail})
         if lost is None:
             f.severity = "medium"
         return [f]
