@@ -296,6 +296,13 @@ class Context:
         persist = set(ls.persistent)
         host_ranks = set(self.d.ranks_of(host_best)) if host_best is not None else set()
         host_persistent = bool(persist) and persist <= host_ranks and len(persist) >= HOST_SHARE * len(host_ranks)
+        # ... but when the host's ranks are the ones late in most steps and no minority of them is
+        # where the lateness starts (a straggler's own work grows; its held-up peers' does not),
+        # the minority that explains part of it is just the share of the host's ranks the replay
+        # took: a placement fault slows every rank of the host a little, none of them stands out
+        host_origins = origins & host_ranks
+        if host_persistent and not (host_origins and len(host_origins) <= 0.5 * len(host_ranks)):
+            minority = False
         jit_bar = 0.0 if host_persistent else 0.6 * jit
         alt["host_persistent"] = host_persistent
         leads = self._host_leads(host_best) and self._host_late_together(host_best) if host_best is not None else False

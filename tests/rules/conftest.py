@@ -69,6 +69,11 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # subtle: the host's ranks are late in every step, by less than the job's jitter what-if recovers
     "xsock_subtle": ("cross_socket_nic_one_host", 40, dict(logs="none", severity="subtle", nodes=4, parallelism="fsdp",
                                                            noise="medium", steps=6)),
+    # subtle, noisy, 3 steps: the host's 4 ranks are late in every step, two of them replayed alone
+    # recover over half of what the host does, and each of the host's ranks' own work grew (no one
+    # of them stands out as where the lateness starts)
+    "xsock_minority": ("cross_socket_nic_one_host", 72, dict(logs="none", severity="subtle", nodes=3, parallelism="ddp",
+                                                             noise="high", steps=3)),
     # pipeline stages on different hosts: the inter-node traffic is send/recv pairs, not collectives
     "socket_pipeline": ("socket_fallback", 61, dict(logs="none", parallelism="pipeline", severity="severe")),
     "healthy_pipeline": ("healthy", 62, dict(logs="none", parallelism="pipeline")),
