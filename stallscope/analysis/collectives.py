@@ -300,7 +300,9 @@ GATE_NS = 30_000
 
 
 def with_gating(members: pl.DataFrame, con: duckdb.DuckDBPyConnection, offsets: pl.DataFrame) -> pl.DataFrame:
-    """Add ``gates_compute``: the member's GPU computation was waiting for this collective.
+    """Add ``gates_compute``: the member's GPU computation was waiting for this collective, and
+    ``compute_overlaps_end``: it was computing up to (within ``GATE_NS`` of) the collective's end, so
+    its computation did not sit idle waiting for it.
 
     FSDP's forward waits for its all-gather, the optimizer for the last gradient bucket, a
     tensor-parallel layer for its all-reduce: the next computation starts right when the
@@ -311,7 +313,7 @@ def with_gating(members: pl.DataFrame, con: duckdb.DuckDBPyConnection, offsets: 
     """
     k: pl.DataFrame = pl.from_arrow(arrow_of(con.sql(COMPUTE_SQL)))  # type: ignore[assignment]
     if k.height == 0 or members.height == 0:
-        return members.with_columns(pl.lit(False).alias("gates_compute"))
+        return members.with_columns(pl.lit(False).alias("gates_compute"), pl.lit(False).alias("compute_overlaps_end"))
     off = offsets.select("host", "offset_ns")
     k = (k.join(off, on="host", how="left").with_columns(pl.col("offset_ns").fill_null(0))
          .select("rank", (pl.col("start_ns") + pl.col("offset_ns")).alias("_ks"), (pl.col("end_ns") + pl.col("offset_ns")).alias("_ke"))
@@ -323,8 +325,14 @@ def with_gating(members: pl.DataFrame, con: duckdb.DuckDBPyConnection, offsets: 
     j = probe.join_asof(k, left_on="end_ns", right_on="_ks", by="rank", strategy="forward", check_sortedness=False)
     j = j.with_columns(((pl.col("_ks") - pl.col("end_ns") <= GATE_NS)
                         & (pl.col("_busy_until").fill_null(0) <= pl.col("end_ns") - GATE_NS)).fill_null(False).alias("gates_compute"))
-    return (members.with_row_index("_i").join(j.select("_i", "gates_compute"), on="_i", how="left").drop("_i")
-            .with_columns(pl.col("gates_compute").fill_null(False)))
+    # computing up to the end: some computation that started before it ran until GATE_NS before it or later
+    # (the compute stream did not sit idle waiting for it)
+    reach = k.with_columns(pl.max_horizontal(pl.col("_busy_until").fill_null(0), "_ke").alias("_reach")).select("rank", "_ks", "_reach")
+    o = probe.join_asof(reach, left_on="end_ns", right_on="_ks", by="rank", strategy="backward", check_sortedness=False)
+    o = o.with_columns((pl.col("_reach") >= pl.col("end_ns") - GATE_NS).fill_null(False).alias("compute_overlaps_end"))
+    return (members.with_row_index("_i").join(j.select("_i", "gates_compute"), on="_i", how="left")
+            .join(o.select("_i", "compute_overlaps_end"), on="_i", how="left").drop("_i")
+            .with_columns(pl.col("gates_compute").fill_null(False), pl.col("compute_overlaps_end").fill_null(False)))
 
 
 READINESS_SQL = """

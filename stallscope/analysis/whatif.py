@@ -66,6 +66,9 @@ class Timeline:
     row_arrival: np.ndarray      #: per row: recorded arrival (ns)
     row_ready: np.ndarray        #: per row: recorded readiness for queued rows, NaN otherwise (ns)
     row_gates: np.ndarray        #: per row: the rank's computation waited for this synchronization
+    #: per row: the rank's previous row (by arrival) its arrival is paced from, or -1 (paced from
+    #: its anchor's end); for such rows ``row_gap`` is the time since that row's arrival
+    row_prev: np.ndarray
     tail_row: np.ndarray         #: per rank: its row that ended last, or -1
     tail: np.ndarray             #: per rank: last step end - end of tail_row (or - start)
     makespan: float              #: recorded T (ns)
@@ -132,6 +135,10 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     gates = m["gates_compute"].fill_null(False).to_numpy() if "gates_compute" in m.columns else np.zeros(len(arrival), dtype=bool)
     queued = (anchor >= 0) & (gap <= ANCHOR_TOLERANCE_NS) & np.isfinite(ready) & (ready < arrival - ANCHOR_TOLERANCE_NS)
     row_ready = np.where(queued, ready, np.nan)
+    overlaps = (m["compute_overlaps_end"].fill_null(False).to_numpy() if "compute_overlaps_end" in m.columns
+                else np.zeros(len(arrival), dtype=bool))
+    prev = m.sort("rank", "arrival_ns", "row").select("row", pl.col("row").shift(1).over("rank").alias("_prev")).sort("row")
+    prev_row = prev["_prev"].fill_null(-1).to_numpy().astype(np.int64)
     # tails: from each rank's latest end to its last step end
     tail_row = np.full(len(ranks), -1, dtype=np.int64)
     tail = end - start
@@ -150,10 +157,55 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     chain = m.select("row", "instance_id", "rank", "step", "arrival_ns").with_columns(
         pl.col("instance_id").replace_strict(pos_of).alias("pos"), pl.Series("gap", gap))
     chain, tail_role = _roles(chain, attrs, ranks)
+    pos = chain["pos"].to_numpy().astype(np.int64)
+    # the latest end of a collective the rank's computation waited for, before each arrival: pacing
+    # from the previous arrival skips it unless it ended before that arrival
+    gate_end = (m.filter(pl.Series(gates)).select("rank", pl.col("end_ns").cast(pl.Float64).alias("_ge")).sort("_ge"))
+    probe_g = m.select("row", "rank", pl.col("arrival_ns").cast(pl.Float64).alias("_a")).sort("_a")
+    last_gate = (probe_g.join_asof(gate_end, left_on="_a", right_on="_ge", by="rank", strategy="backward", check_sortedness=False)
+                 .sort("row")["_ge"].fill_null(-np.inf).to_numpy())
+    paced = _paced_rows(chain, anchor, prev_row, queued, gates, overlaps, pos)
+    paced &= last_gate <= arrival[np.maximum(prev_row, 0)]
+    row_prev = np.where(paced, prev_row, -1)
+    gap = np.where(paced, arrival - arrival[np.maximum(prev_row, 0)], gap)
+    chain = chain.with_columns(pl.Series("gap", gap))
     return Timeline(ranks=ranks, start=start, end=end, inst_ids=inst_ids, inst_rows=inst_rows, row_rank_idx=row_rank_idx,
                     row_anchor=anchor, row_gap=gap, row_transfer=transfer, row_end=row_end, row_arrival=arrival,
-                    row_ready=row_ready, row_gates=gates, tail_row=tail_row, tail=tail,
+                    row_ready=row_ready, row_gates=gates, row_prev=row_prev, tail_row=tail_row, tail=tail,
                     makespan=float(end.max() - start.min()), attrs=attrs, chain=chain, tail_role=tail_role)
+
+
+def _paced_rows(chain: pl.DataFrame, anchor: np.ndarray, prev_row: np.ndarray, queued: np.ndarray, gates: np.ndarray,
+                overlaps: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Rows whose arrival is paced by the rank's own computation since its previous arrival, not
+    by its anchor's end: the rank was computing when the anchor ended (``compute_overlaps_end``)
+    and did not wait for it, and neither row sat queued. DDP's gradient buckets: backward runs on
+    under the all-reduces, and bucket k+1 is ready when backward reaches it, whenever bucket k
+    ended. Anchored on bucket k's end instead, a rank that started backward late looks slower at
+    every bucket (its gap from the shared end is longer by its delay each time), and a what-if
+    that gives it its peers' gap would recover its delay once per bucket.
+
+    Peers are compared gap to gap, so the two kinds never mix where gaps are compared: a row is
+    paced only when every row of its instance, of its role at that step and ordinal, and of the
+    other roles doing the same op there, is."""
+    n = len(anchor)
+    a = np.maximum(anchor, 0)
+    p = np.maximum(prev_row, 0)
+    ok = ((anchor >= 0) & (prev_row >= 0) & ~queued & overlaps[a] & ~gates[a] & ~queued[p]
+          & (pos[p] < pos))  # the previous row is replayed before this one
+    if not ok.any():
+        return np.zeros(n, dtype=bool)
+    keys = chain.select("pos", "role", "step", "ordinal", "op")
+    for _ in range(4):  # to a fixpoint: each pass can only clear rows
+        df = keys.with_columns(pl.Series("ok", ok))
+        same = np.ones(n, dtype=bool)
+        for by in (["pos"], ["role", "step", "ordinal"], ["step", "ordinal", "op"]):
+            same &= df.select(pl.col("ok").all().over(by, mapping_strategy="group_to_rows"))["ok"].to_numpy()
+        new = ok & same
+        if (new == ok).all():
+            break
+        ok = new
+    return ok
 
 
 def _roles(chain: pl.DataFrame, attrs: pl.DataFrame, ranks: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
@@ -187,6 +239,7 @@ def replay(tl: Timeline, *, gaps: np.ndarray | None = None, transfers: TransferR
     ``transfers(pos, own_transfers) -> own_transfers`` changes transfers."""
     g_all = tl.row_gap if gaps is None else gaps
     new_end = tl.row_end.copy()
+    new_arr = tl.row_arrival.copy()
     start = tl.start
     shift = np.zeros(len(tl.ranks))  # per rank: how far its compute-gated arrivals moved
     for pos in range(tl.n_instances):
@@ -194,12 +247,21 @@ def replay(tl: Timeline, *, gaps: np.ndarray | None = None, transfers: TransferR
         ridx = tl.row_rank_idx[rows]
         anc = tl.row_anchor[rows]
         base = np.where(anc >= 0, new_end[np.maximum(anc, 0)], start[ridx])
-        arr = base + g_all[rows]
+        prv = tl.row_prev[rows]
+        if (prv >= 0).any():
+            # paced by the rank's computation since its previous arrival; not before its anchor
+            # ends (by the recorded margin): a stream runs its collectives in order
+            a = np.maximum(anc, 0)
+            floor = base + (tl.row_arrival[rows] - tl.row_end[a])
+            arr = np.where(prv >= 0, np.maximum(new_arr[np.maximum(prv, 0)] + g_all[rows], floor), base + g_all[rows])
+        else:
+            arr = base + g_all[rows]
         ready = tl.row_ready[rows]
         q = np.isfinite(ready)
         if q.any():
             arr = np.where(q, np.maximum(arr, ready + shift[ridx]), arr)
         shift[ridx] = np.where(q, shift[ridx], arr - tl.row_arrival[rows])
+        new_arr[rows] = arr
         last = arr.max()
         tr = tl.row_transfer[rows]
         if transfers is not None:

@@ -78,6 +78,9 @@ COLLECTIVE_MEMBERS = TableSpec(
         C("gates_compute", BOOL, "this member's GPU computation waited for the collective: its next computation started "
                                  "right at the end after the compute stream sat idle (FSDP all-gather, last gradient bucket, "
                                  "tensor-parallel all-reduce)"),
+        C("compute_overlaps_end", BOOL, "this member's GPU was computing up to 30 µs before the collective ended or "
+                                        "later: its computation did not sit idle waiting for it (DDP's gradient buckets "
+                                        "under backward)"),
     ),
     stage="analysis",
 )
