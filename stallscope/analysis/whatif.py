@@ -23,6 +23,10 @@ FSDP's forward waits for its all-gather, the optimizer for the last bucket). Thi
 communication hidden when a what-if speeds transfers up (a bucket cannot start before its
 gradients exist), and lets a straggler's delay reach computation that waited for it.
 
+A member whose anchor's end the rank **computed through** (``compute_overlaps_end``: DDP's
+gradient buckets under backward) is paced by the rank's own computation instead: its gap is the
+time since the rank's previous arrival, ``arrival = max(previous arrival + gap, anchor end)`` (see :func:`_paced_rows`).
+
 Replaying the recorded gaps and transfers reproduces the recorded timeline exactly (a tested
 identity). A *scenario* changes gaps or transfers — the culprit ranks behave like their median
 **peer** (ranks doing the same work: the members of their most frequent synchronous group; for
@@ -250,9 +254,10 @@ def replay(tl: Timeline, *, gaps: np.ndarray | None = None, transfers: TransferR
         prv = tl.row_prev[rows]
         if (prv >= 0).any():
             # paced by the rank's computation since its previous arrival; not before its anchor
-            # ends (by the recorded margin): a stream runs its collectives in order
+            # ends (a stream runs its collectives in order; less the few µs an anchor may end after
+            # the arrival, see ANCHOR_TOLERANCE_NS)
             a = np.maximum(anc, 0)
-            floor = base + (tl.row_arrival[rows] - tl.row_end[a])
+            floor = base + np.minimum(0.0, tl.row_arrival[rows] - tl.row_end[a])
             arr = np.where(prv >= 0, np.maximum(new_arr[np.maximum(prv, 0)] + g_all[rows], floor), base + g_all[rows])
         else:
             arr = base + g_all[rows]

@@ -77,8 +77,8 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # pipeline stages on different hosts: the inter-node traffic is send/recv pairs, not collectives
     "socket_pipeline": ("socket_fallback", 61, dict(logs="none", parallelism="pipeline", severity="severe")),
     "healthy_pipeline": ("healthy", 62, dict(logs="none", parallelism="pipeline")),
-    # TCP sockets at 11 GB/s per host: above the 100 Gb/s floor (7), below the 200 Gb/s one (14)
-    # that Hopper systems' NICs set
+    # TCP sockets at 11 GB/s per host on H100s: above the 100 Gb/s floor (7); without logs, what
+    # one healthy 100 Gb/s NIC gives
     "socket_h100": ("socket_fallback", 63, dict(logs="none", gpu="H100", magnitude=11.0)),
     # TCP sockets at 20 GB/s per host on H100s, whose NICs would have carried 2-9x that, and a 3 %
     # host-stall straggler: one 200 Gb/s NIC per host (the floor) would gain nothing, so only the

@@ -20,8 +20,10 @@ COLLAPSE_GBPS = COLLAPSE_SHARE * REF_RDMA_GBPS
 #: "far below" what the fabric should give: under this share of it (nccl-tests reach ~85 % of NCCL's
 #: graph bandwidth in isolation; collectives overlapped with compute keep well above 60 % of that)
 FAR_BELOW = 0.6
-#: GPUs whose multi-node systems ship with 200 Gb/s or faster RDMA NICs (Hopper, Blackwell: ConnectX-7,
-#: BlueField-3, ConnectX-8 at 200/400/800 Gb/s); their floors count a NIC at 200 Gb/s, not 100
+#: GPUs whose multi-node systems usually ship with 200 Gb/s or faster RDMA NICs (Hopper, Blackwell:
+#: ConnectX-7, BlueField-3, ConnectX-8 at 200/400/800 Gb/s). Only the cost of a *proven* socket
+#: fallback (FAB002) counts their NICs at 200 Gb/s: deciding from the GPU model alone that a
+#: healthy-looking 12 GB/s per host is a fault would flag H100 hosts with one 100 Gb/s NIC
 FAST_NIC_GPUS = re.compile(r"\b(?:GH200|GB200|GB300|H100|H200|H800|H20|B100|B200|B300)\b", re.IGNORECASE)
 #: how many times the 100 Gb/s floors those systems' slowest NIC carries
 FAST_NIC_FACTOR = 2.0
@@ -198,9 +200,11 @@ MAX_PER_NIC_GBPS = 50.0
 
 
 def nic_floor_factor(ctx: Context) -> float:
-    """How much the 100 Gb/s floors (:data:`REF_RDMA_GBPS`, :data:`PER_NIC_GBPS`) rise for this job's
-    GPUs: :data:`FAST_NIC_FACTOR` when every rank's GPU is of a generation whose systems ship with
-    200 Gb/s or faster NICs (:data:`FAST_NIC_GPUS`, from the traces' ``deviceProperties``), else 1."""
+    """How much faster than 100 Gb/s this job's slowest likely RDMA NIC is: :data:`FAST_NIC_FACTOR`
+    when every rank's GPU is of a generation whose systems usually ship with 200 Gb/s or faster NICs
+    (:data:`FAST_NIC_GPUS`, from the traces' ``deviceProperties``), else 1. A prior, not a
+    measurement: it sizes what RDMA would have given where the logs prove NCCL never used it
+    (FAB002), never the floor below which healthy-looking transfers count as a fault."""
     try:
         names = ctx.store.sql("SELECT DISTINCT device_name FROM ranks WHERE job = ?", [ctx.job])["device_name"].to_list()
     except Exception:  # noqa: BLE001 - a store without the column
@@ -218,8 +222,7 @@ def expected_busbw(ctx: Context, *, without: str | None = None) -> tuple[float, 
     rate of the active RDMA ports the collector's manifest recorded (× NIC_EFFICIENCY, slowest
     host); else the RDMA NICs NCCL listed on the host with the fewest (× PER_NIC_GBPS, i.e. as if
     100 Gb/s: the speed is not in the log); else the single-NIC reference. The last two are
-    floors: for GPUs whose systems ship with 200 Gb/s or faster NICs they count a NIC at 200 Gb/s
-    (:func:`nic_floor_factor`).
+    floors, whatever the GPUs: an H100 host with one 100 Gb/s NIC is slow, not faulty.
     ``without``: as if that host were like its peers. A collective only gets its share of this
     when several run at once from one host (see :func:`inter_expectations`).
     """
@@ -235,10 +238,9 @@ def expected_busbw(ctx: Context, *, without: str | None = None) -> tuple[float, 
     rates = {h: v for h, v in f["nic_gbs"].items() if h != without and v > 0}
     if rates:
         return min(rates.values()) * NIC_EFFICIENCY, "nic_rate"
-    floor = nic_floor_factor(ctx)
     if nics:
-        return min(min(nics.values()), gpus) * PER_NIC_GBPS * floor, "nic_count"
-    return REF_RDMA_GBPS * floor, "reference"
+        return min(min(nics.values()), gpus) * PER_NIC_GBPS, "nic_count"
+    return REF_RDMA_GBPS, "reference"
 
 
 def inter_expectations(ctx: Context, *, without: str | None = None, min_bytes: int = MIN_BW_BYTES) -> pl.DataFrame:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.fabric._bandwidth import (COLLAPSE_GBPS, P2P_OPS, collective_skew, inter_far_below, nic_floor_factor,
-                                                socket_facts, transfers_at_bandwidth)
+from stallscope.rules.fabric._bandwidth import (COLLAPSE_GBPS, P2P_OPS, collective_skew, inter_far_below, socket_facts,
+                                                transfers_at_bandwidth)
 
 
 class LowInterNodeBandwidth(Rule):
@@ -21,9 +21,8 @@ class LowInterNodeBandwidth(Rule):
         bandwidth when the logs have it (× 0.85, what nccl-tests achieves) or of the port rates
         in the collector's manifest; else under 70 % of a floor: 10 GB/s per RDMA NIC NCCL lists
         (their speed is not in the log: as if 100 Gb/s), or — no logs — 7 GB/s per host, 70 % of
-        what one 100 Gb/s NIC gives. Both floors double when the traces' GPUs are Hopper or
-        Blackwell (H100, H200, H800, H20, GH200, B100, B200, GB200, ...): their multi-node
-        systems ship with 200 Gb/s or faster NICs. When NCCL logs show the data path runs
+        what one 100 Gb/s NIC gives, whatever the GPU model (an H100 host with one 100 Gb/s NIC
+        is slow, not faulty). When NCCL logs show the data path runs
         over TCP sockets, FAB002 reports it instead; one host's degraded link is FAB004.
 
     Why it slows the job:
@@ -43,7 +42,7 @@ class LowInterNodeBandwidth(Rule):
 
     Options:
         The 0.85 efficiency, 10 GB/s per NIC and 7 GB/s collapse thresholds are physics priors
-        (nccl-tests on 100 Gb/s NICs), doubled for Hopper and Blackwell GPUs (200 Gb/s NICs). Findings costing < 1 % of the job are not reported.
+        (nccl-tests on 100 Gb/s NICs). Findings costing < 1 % of the job are not reported.
     """
 
     code = "FAB001"
@@ -67,11 +66,9 @@ class LowInterNodeBandwidth(Rule):
         skew = collective_skew(inter)
         together = (f"while their members arrive together (median skew {skew:.0%} of the transfer)" if skew is not None
                     else "timed from the later side's arrival")
-        fast = nic_floor_factor(ctx) > 1.0
         why = {"nccl_graph": "what NCCL's own topology search says the NICs carry",
-               "nic_count": "what the RDMA NICs NCCL lists should carry" + (" (at 200 Gb/s, the slowest these GPUs' systems ship with)" if fast else ""),
-               "reference": ("any RDMA fabric these GPUs' systems ship with (one 200 Gb/s NIC)" if fast
-                             else "any RDMA fabric (one 100 Gb/s NIC)")}[basis]
+               "nic_count": "what the RDMA NICs NCCL lists should carry (as if 100 Gb/s: the log does not say their speed)",
+               "reference": "any RDMA fabric (one 100 Gb/s NIC)"}[basis]
         summary = (f"Inter-node {what} of 1 MiB and more reach a median bus bandwidth of {bw:.2f} GB/s over "
                    f"{inter.height} instances ({host_bw:.2f} GB/s per host once concurrent groups sharing the NICs are counted), "
                    f"{together}. "
