@@ -85,6 +85,9 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # middle of the bracket ranks the proven socket fallback above the straggler
     "socket_fast_two": ("two_faults", 64, dict(logs="all", primary="socket_fallback", secondary="host_stall_straggler",
                                                gpu="H100", severity="moderate", nodes=4)),
+    # no logs, no message sizes: no bandwidth to measure, only the exposed inter-node time
+    "socket_unsized": ("socket_fallback", 65, dict(logs="none", metadata=False, torch_variant="kineto_2022", severity="severe")),
+    "healthy_unsized": ("healthy", 66, dict(logs="none", metadata=False, torch_variant="kineto_2022", parallelism="ddp")),
     "truncated": ("healthy", 26, dict(logs="none", truncate=1)),
     "few_steps": ("healthy", 27, dict(logs="none", steps=2)),
 }

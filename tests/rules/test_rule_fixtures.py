@@ -35,6 +35,8 @@ EXPECTED: dict[str, set[str]] = {
     # no logs: 11 GB/s per host is what one healthy 100 Gb/s NIC gives, H100 or not (see below)
     "socket_h100": set(),
     "socket_fast_two": {"FAB002", "SYN004"},  # two planted faults, both reported
+    "socket_unsized": {"FAB001"},    # no sizes, no logs: network-bound by the exposed inter-node time
+    "healthy_unsized": set(),
     "compute": {"SYN001"},
     "compute_tp": {"SYN001"},
     "intermittent": {"SYN002"},
@@ -184,6 +186,17 @@ def test_socket_cost_is_bracketed_and_outranks_a_minor_straggler(jobs: Any) -> N
     syn = j.fired()["SYN004"]
     assert syn["ranks"] == next(f for f in j.truth["faults"] if f["kind"] == "host_stall_straggler")["culprit_ranks"]
     assert syn["lost_time_fraction"] < first["lost_time_fraction"]
+
+
+def test_network_bound_without_sizes_is_medium_and_unmeasured(jobs: Any) -> None:
+    """Without message sizes or logs, a job spending most of its time in exposed inter-node
+    collectives, everyone there, is network-bound: medium, no measured cost, the 2x what-if in
+    the details; the healthy job without sizes is not."""
+    f = jobs["socket_unsized"].fired()["FAB001"]
+    assert f["severity"] == "medium" and f["lost_time_fraction"] is None
+    assert f["details"]["exposed_inter_share"] >= 0.5 and 0 < f["details"]["lost_time_fraction_at_2x"] < 1
+    assert "no message sizes" in f["summary"]
+    assert "FAB001" not in jobs["healthy_unsized"].fired(raw=True)
 
 
 def test_trace_path_of_loc004_names_the_host_apart(jobs: Any) -> None:

@@ -274,6 +274,32 @@ def host_bandwidth_handicap(ctx: Context, host: str) -> float | None:
     return None
 
 
+#: exposed inter-node collective time (median rank's share of the job) at which a job whose traces
+#: carry no message sizes is network-bound: it spends more time moving bytes, with everyone
+#: there, than computing
+NETWORK_BOUND_SHARE = 0.5
+
+
+def unsized_network_bound(ctx: Context) -> tuple[bool, pl.DataFrame, float]:
+    """Whether a job whose inter-node collectives carry no sizes (traces of PyTorch < 2.1 without
+    ``record_shapes``) is network-bound: its bandwidth-bound inter-node collectives (transfers of
+    ``UNSIZED_BW_NS`` or more, members arriving together) are exposed for at least
+    :data:`NETWORK_BOUND_SHARE` of the median rank's time, and it has no inter-node
+    point-to-point transfers (a pipeline's bubbles are spent inside its receives).
+    Returns (network-bound, the instances, the median rank's exposed share)."""
+    inst = ctx.d.instances
+    if inst.height == 0:
+        return False, inst, 0.0
+    inter = inst.filter((pl.col("scope") == "inter") & (pl.col("members") > 1) & (pl.col("transfer_ns") > 0))
+    if inter.height == 0 or inter["bytes"].drop_nulls().len() > 0 or inter["op"].is_in(P2P_OPS).any():
+        return False, inter, 0.0
+    bound = inter.filter(pl.col("op").is_in(BW_OPS) & (pl.col("transfer_ns") >= UNSIZED_BW_NS))
+    f = ctx.features
+    exposed = float(f["comm_inter_frac"].median() or 0.0) if "comm_inter_frac" in f.columns and f.height else 0.0
+    ok = bound.height >= 3 and arrive_together(bound) and exposed >= NETWORK_BOUND_SHARE
+    return ok, bound, exposed
+
+
 def transfers_scaled(ctx: Context, factor: float) -> dict[int, float]:
     """Replay positions of inter-node instances -> their transfer time divided by ``factor``."""
     tl = ctx.timeline

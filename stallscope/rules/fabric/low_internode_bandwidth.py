@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.fabric._bandwidth import (COLLAPSE_GBPS, P2P_OPS, collective_skew, inter_far_below, socket_facts,
-                                                transfers_at_bandwidth)
+from stallscope.rules.fabric._bandwidth import (COLLAPSE_GBPS, NETWORK_BOUND_SHARE, P2P_OPS, collective_skew, inter_far_below,
+                                                socket_facts, transfers_at_bandwidth, transfers_scaled, unsized_network_bound)
 
 
 class LowInterNodeBandwidth(Rule):
@@ -24,6 +24,13 @@ class LowInterNodeBandwidth(Rule):
         what one 100 Gb/s NIC gives, whatever the GPU model (an H100 host with one 100 Gb/s NIC
         is slow, not faulty). When NCCL logs show the data path runs
         over TCP sockets, FAB002 reports it instead; one host's degraded link is FAB004.
+
+        Traces without message sizes (PyTorch < 2.1 without ``record_shapes``) give no bandwidth.
+        Then the job is reported as network-bound when its bandwidth-bound inter-node
+        collectives (transfers ≥ 0.5 ms), whose members arrive together, are exposed for at least
+        half of the median rank's time: it spends more time moving bytes than computing. The
+        cost cannot be measured (no reference speed): the finding is medium, with what a fabric
+        twice as fast would save in its details.
 
     Why it slows the job:
         Gradient and parameter exchanges that should overlap with compute take so long that they
@@ -52,7 +59,7 @@ class LowInterNodeBandwidth(Rule):
     def check(self, ctx: Context) -> list[Finding]:
         far_below, inter, host_bw, expected, basis = inter_far_below(ctx)
         if not far_below:
-            return []
+            return self._unsized(ctx)
         bw = float(inter["busbw_gbps"].median())
         facts = socket_facts(ctx)
         if facts.get("socket_hosts"):
@@ -90,3 +97,36 @@ class LowInterNodeBandwidth(Rule):
                         recommendation="Run nccl-tests across two nodes; make NCCL use the RDMA NICs (NET/IB, NCCL_IB_HCA), "
                                        "check link state/speed (ibstat) and GPUDirect RDMA.",
                         details={"busbw_gbps_median": round(bw, 3), "expected_gbps": round(expected, 2), "basis": basis})]
+
+    def _unsized(self, ctx: Context) -> list[Finding]:
+        """Network-bound without message sizes: exposed inter-node collectives, everyone there."""
+        bound, inst, exposed = unsized_network_bound(ctx)
+        if not bound or socket_facts(ctx).get("socket_hosts"):
+            return []
+        skew = collective_skew(inst)
+        twice = ctx.lost_if_transfers("fab:unsized-2x", transfers_scaled(ctx, 2.0))
+        summary = (f"Inter-node collectives take {exposed:.0%} of the median rank's time, exposed (not hidden under "
+                   f"computation), while their members arrive together (median skew {skew or 0:.0%} of the transfer) over "
+                   f"{inst.height} instances: the job spends more time moving bytes between nodes than computing. The traces "
+                   f"carry no message sizes, so the bandwidth and what a healthy fabric would save cannot be measured"
+                   + (f"; with transfers twice as fast the job would be {fmt_pct(twice)} shorter." if twice else ".")
+                   + ("" if socket_facts(ctx).get("logs") else " Set NCCL_DEBUG=INFO to see which transport was used, "
+                      "and record_shapes=True in the profiler to measure the bandwidth."))
+        ev = [
+            Evidence("exposed inter-node communication per rank",
+                     f"SELECT rank, host, round(comm_inter_ms / steps, 2) AS comm_inter_ms_per_step, round(comm_frac, 3) AS comm_frac "
+                     f"FROM rank_breakdown WHERE {ctx.where} ORDER BY rank", round(exposed, 3)),
+            Evidence("inter-node collectives: transfer and arrival skew",
+                     f"SELECT op, members, instances, round(transfer_ms_median, 2) AS transfer_ms, round(skew_ms_median, 2) AS skew_ms "
+                     f"FROM collective_bandwidth WHERE {ctx.where} AND scope = 'inter' ORDER BY transfer_ms DESC", inst.height),
+        ]
+        f = Finding(rule=self.code, cause=self.cause, title=f"network-bound: exposed inter-node collectives take {exposed:.0%} of the time",
+                    summary=summary, ranks=ctx.d.ranks["rank"].to_list(), hosts=ctx.d.hosts, lost_time_fraction=None,
+                    confidence=ctx.quality * 0.45, evidence=ev,
+                    recommendation="Measure the fabric with nccl-tests across two nodes and compare with what the NICs should "
+                                   "carry; profile with record_shapes=True so that stallscope can measure the bandwidth.",
+                    details={"exposed_inter_share": round(exposed, 3), "threshold": NETWORK_BOUND_SHARE,
+                             "lost_time_fraction_at_2x": twice, "sizes": False})
+        f.severity = "medium"
+        return [f]
+
