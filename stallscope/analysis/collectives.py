@@ -5,7 +5,14 @@ Matching key, per collective row of each rank:
 * **channel**: what the collective belongs to. ``pg:<name>:<ranks>`` when the trace names the
   process group (and its members); point-to-point ops whose peer is known go to a directed
   ``p2p:<src>-><dst>`` channel (a send on src pairs with the matching recv on dst, in order;
-  PyTorch runs each peer pair on its own NCCL communicator); otherwise the
+  PyTorch runs each peer pair on its own NCCL communicator). Traces before PyTorch wrote
+  ``Src Rank``/``Dst Rank`` leave the peer to infer: the other member of a 2-rank group; the only
+  neighbour of the first or last rank of a pipeline group (its ranks listed by stage); for a
+  middle stage, a stream carrying both sends and receives talks to one neighbour — the previous
+  stage when a step's first op on it is a receive, the next when it is a send — and of two
+  send-only streams the one a step uses first carries activations to the next stage (two
+  receive-only streams: the first brings them from the previous one). A send or receive whose
+  peer stays unknown pairs with nobody; otherwise the
   NCCL stream (``stream:<id>``, stable across ranks of one program) or, on CPU-only traces,
   ``cpu`` (the enqueue order of ``c10d::*`` calls, identical on every rank).
 * **position** in the channel: ``Seq`` when every row of the channel carries it (PyTorch's
@@ -34,20 +41,58 @@ SYNCHRONOUS_OPS = ("allreduce", "allgather", "reducescatter", "barrier", "alltoa
 P2P_OPS = ("send", "recv", "sendrecv")
 
 MATCH_SQL = """
-WITH c AS (
-  SELECT c.*, coalesce(r.host, 'rank-' || c.rank) AS host,
+WITH b AS (
+  SELECT c.*, list_position(c.pg_ranks, c.rank) AS _pi, len(c.pg_ranks) AS _pn
+  FROM collectives c
+),
+-- point-to-point rows without a peer (traces before PyTorch wrote Src/Dst Rank), in a pipeline
+-- group whose ranks are listed by stage. Each peer pair runs on its own NCCL communicator and
+-- stream: a stream carrying both sends and receives talks to one neighbour, the previous stage
+-- when a step's first op on it is a receive (activations in), the next when it is a send
+-- (activations out). Where sends and receives run on streams of their own, a rank's two send
+-- streams are told apart by when a step first uses them: activations go to the next stage (the
+-- forward pass, first), gradients to the previous one (backward, later); receive streams the
+-- other way round.
+unk AS (SELECT * FROM b WHERE op IN ('send', 'recv') AND peer IS NULL AND _pi IS NOT NULL),
+s AS (SELECT rank, stream, CASE WHEN bool_or(op = 'send') AND bool_or(op = 'recv') THEN 'both' ELSE min(op) END AS kind
+      FROM unk GROUP BY rank, stream),
+f AS (SELECT u.rank, u.stream, u.step, s.kind, arg_min(u.op, u.start_ns) AS first_op, min(u.start_ns) AS first_ns
+      FROM unk u JOIN s ON s.rank = u.rank AND s.stream IS NOT DISTINCT FROM u.stream GROUP BY ALL),
+fo AS (SELECT *, row_number() OVER (PARTITION BY rank, step, kind ORDER BY first_ns) AS ord,
+              count(*) OVER (PARTITION BY rank, step, kind) AS n_kind,
+              count(*) OVER (PARTITION BY rank, step) AS n_streams FROM f),
+p AS (
+  SELECT b.* REPLACE (
+    CASE
+      WHEN b.peer IS NOT NULL OR b.op NOT IN ('send', 'recv') OR b._pi IS NULL THEN b.peer
+      WHEN b._pn = 2 THEN b.pg_ranks[3 - b._pi]                      -- the only other member
+      WHEN b._pi = 1 THEN b.pg_ranks[2]                               -- first stage: its only neighbour
+      WHEN b._pi = b._pn THEN b.pg_ranks[b._pn - 1]                   -- last stage: likewise
+      -- (a middle stage has two neighbours: two streams, unless one stream carries everything)
+      WHEN fo.kind = 'both' AND fo.n_kind = 2 AND fo.n_streams = 2 AND fo.first_op = 'recv' THEN b.pg_ranks[b._pi - 1]
+      WHEN fo.kind = 'both' AND fo.n_kind = 2 AND fo.n_streams = 2 AND fo.first_op = 'send' THEN b.pg_ranks[b._pi + 1]
+      WHEN fo.kind <> 'both' AND fo.n_kind = 2 AND (fo.kind = 'send') = (fo.ord = 1) THEN b.pg_ranks[b._pi + 1]
+      WHEN fo.kind <> 'both' AND fo.n_kind = 2 THEN b.pg_ranks[b._pi - 1]
+    END AS peer)
+  FROM b LEFT JOIN fo ON fo.rank = b.rank AND fo.stream IS NOT DISTINCT FROM b.stream AND fo.step IS NOT DISTINCT FROM b.step
+),
+c AS (
+  SELECT c.* EXCLUDE (_pi, _pn), coalesce(r.host, 'rank-' || c.rank) AS host,
     CASE
       WHEN c.op = 'send' AND c.peer IS NOT NULL THEN 'p2p:' || c.rank || '->' || c.peer
       WHEN c.op = 'recv' AND c.peer IS NOT NULL THEN 'p2p:' || c.peer || '->' || c.rank
       WHEN c.op = 'sendrecv' AND c.peer IS NOT NULL
         THEN 'p2p:' || least(c.rank, c.peer) || '-' || greatest(c.rank, c.peer)
+      -- a send or receive whose peer is still unknown pairs with nobody: matched by order in its
+      -- group, it would join other stages' messages into one meaningless instance
+      WHEN c.op IN ('send', 'recv') AND c.pg_name IS NOT NULL THEN 'p2p:?' || c.rank || ':' || coalesce(c.stream, 0)
       WHEN c.pg_name IS NOT NULL
         THEN 'pg:' || c.pg_name || coalesce(':' || array_to_string(c.pg_ranks, ','), '')
       WHEN c.stream IS NOT NULL THEN 'stream:' || c.stream
       ELSE 'cpu'
     END AS channel,
     coalesce(c.cpu_start_ns, c.start_ns) AS issue_ns
-  FROM collectives c LEFT JOIN ranks r ON r.rank = c.rank
+  FROM p c LEFT JOIN ranks r ON r.rank = c.rank
 ),
 -- Seq numbers collectives per process group, identically on every member; a rank's p2p
 -- counter counts its sends and receives with every peer of the group, so the two ends of one
