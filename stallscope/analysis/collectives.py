@@ -342,6 +342,8 @@ WHERE NOT k.is_comm AND k.dur_ns IS NOT NULL
 #: a computation starting this soon after a collective ends, on a GPU whose computation had been
 #: idle at least this long, was waiting for it
 GATE_NS = 30_000
+#: ... and may be recorded starting this much before the collective's recorded end
+GATE_SLACK_NS = 5_000
 
 
 def with_gating(members: pl.DataFrame, con: duckdb.DuckDBPyConnection, offsets: pl.DataFrame) -> pl.DataFrame:
@@ -366,14 +368,17 @@ def with_gating(members: pl.DataFrame, con: duckdb.DuckDBPyConnection, offsets: 
          # the latest end of any computation that started before this one
          .with_columns(pl.col("_ke").cum_max().shift(1).over("rank").alias("_busy_until"))
          .sort("_ks"))
-    probe = members.with_row_index("_i").select("_i", "rank", "end_ns").sort("end_ns")
-    j = probe.join_asof(k, left_on="end_ns", right_on="_ks", by="rank", strategy="forward", check_sortedness=False)
+    # a computation that waited for the collective starts at its end, which the trace may record a
+    # few µs late (another stream's clock rounding): look from GATE_SLACK_NS before it
+    probe = (members.with_row_index("_i").select("_i", "rank", "end_ns")
+             .with_columns((pl.col("end_ns") - GATE_SLACK_NS).alias("_probe")).sort("_probe"))
+    j = probe.join_asof(k, left_on="_probe", right_on="_ks", by="rank", strategy="forward", check_sortedness=False)
     j = j.with_columns(((pl.col("_ks") - pl.col("end_ns") <= GATE_NS)
                         & (pl.col("_busy_until").fill_null(0) <= pl.col("end_ns") - GATE_NS)).fill_null(False).alias("gates_compute"))
     # computing up to the end: some computation that started before it ran until GATE_NS before it or later
     # (the compute stream did not sit idle waiting for it)
     reach = k.with_columns(pl.max_horizontal(pl.col("_busy_until").fill_null(0), "_ke").alias("_reach")).select("rank", "_ks", "_reach")
-    o = probe.join_asof(reach, left_on="end_ns", right_on="_ks", by="rank", strategy="backward", check_sortedness=False)
+    o = probe.join_asof(reach, left_on="_probe", right_on="_ks", by="rank", strategy="backward", check_sortedness=False)
     o = o.with_columns((pl.col("_reach") >= pl.col("end_ns") - GATE_NS).fill_null(False).alias("compute_overlaps_end"))
     return (members.with_row_index("_i").join(j.select("_i", "gates_compute"), on="_i", how="left")
             .join(o.select("_i", "compute_overlaps_end"), on="_i", how="left").drop("_i")
