@@ -1,0 +1,176 @@
+"""Every bundle of the cross-check set: generator, its keyword arguments and the ground truth.
+
+Two sets, made by two reviewers with two independent simulators (``ddp_sim`` and
+``pipeline_sim``, see README.md):
+
+* ``generator`` -- ``"ddp"`` (``ddp_sim.Cfg``) or ``"pipeline"`` (``pipeline_sim.Cfg``);
+* ``kwargs`` -- the ``Cfg`` fields that differ from the defaults (the seed fixes every byte);
+* ``cause`` -- ``none``, ``synchronization``, ``locality`` or ``fabric``;
+* ``ranks`` / ``hosts`` -- the culprit ranks and culprit host *indices* (0-based, in the order
+  of the generator's ``hostfmt``); empty when the cause has no culprit (fabric, job-wide jitter).
+  ``pipeline_sim`` truths also name the host of a culprit rank;
+* ``lost`` -- the true lost fraction, ``(makespan - healthy makespan) / makespan``, as the
+  pipeline simulator computed it when the set was made (``ddp_sim`` has no healthy twin: None).
+  ``write`` recomputes it, so a drift of the simulator shows up;
+* ``note`` -- what is special about a variant.
+
+Damaged bundles: ``c1m`` leaves one rank's file out (``drop_ranks``), ``c1t``, ``t_tr``, ``t_trs``
+and ``p_tr`` cut one rank's file at 70 % (``truncate_rank``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ddp_sim  # noqa: E402
+import pipeline_sim  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    generator: str
+    kwargs: dict[str, Any]
+    cause: str
+    ranks: list[int]
+    hosts: list[int]
+    lost: float | None = None
+    note: str = ""
+
+    def cfg(self) -> Any:
+        if self.generator == "ddp":
+            return ddp_sim.Cfg(name=self.name, **self.kwargs)
+        return pipeline_sim.Cfg(**self.kwargs)
+
+    def host_names(self) -> list[str]:
+        """The culprit hosts as the traces name them."""
+        fmt = self.cfg().hostfmt
+        return [fmt.format(h + 1) for h in self.hosts]
+
+    def write(self, outdir: str | Path) -> dict[str, Any]:
+        """Write the bundle into ``outdir`` (replaced): ``paths`` and, for pipeline_sim, ``lost_frac``."""
+        if self.generator == "ddp":
+            return {"paths": ddp_sim.write_bundle(self.cfg(), str(outdir)), "lost_frac": None}
+        return pipeline_sim.write_bundle(self.cfg(), str(outdir))
+
+
+def S(name: str, generator: str, kwargs: dict[str, Any], cause: str, ranks: list[int], hosts: list[int],
+      lost: float | None = None, note: str = "") -> Spec:
+    return Spec(name, generator, kwargs, cause, ranks, hosts, lost, note)
+
+
+SPECS: list[Spec] = [
+    # --- ddp_sim: the 28 base bundles (healthy, straggler, host stall, intermittent, locality, fabric, jitter)
+    S("h1", "ddp", dict(scenario='healthy', nodes=2, gpn=4, mode='ddp', seed=1), "none", [], []),
+    S("h2", "ddp", dict(scenario='healthy', nodes=4, gpn=4, mode='fsdp', with_args=False, new_names=False, seed=2, naming='rank'), "none", [], []),
+    S("h3", "ddp", dict(scenario='healthy', nodes=2, gpn=8, mode='ddp', with_args=False, float_ts=False, seed=3, gz=True, inter_bw=15e9), "none", [], []),
+    S("h4", "ddp", dict(scenario='healthy', nodes=8, gpn=2, mode='fsdp', seed=4, new_sig=True, hostfmt='ip-10-0-{}-17.ec2.internal'), "none", [], []),
+    S("c1", "ddp", dict(scenario='compute_straggler', nodes=2, gpn=4, culprit_rank=5, slow=0.3, seed=11), "synchronization", [5], []),
+    S("c2", "ddp", dict(scenario='compute_straggler', nodes=4, gpn=4, mode='fsdp', culprit_rank=9, slow=0.2, seed=12, with_args=False, new_names=False), "synchronization", [9], []),
+    S("c3", "ddp", dict(scenario='compute_straggler', nodes=2, gpn=8, culprit_rank=0, slow=0.15, seed=13, naming='rank', gz=True), "synchronization", [0], []),
+    S("c4", "ddp", dict(scenario='compute_straggler', nodes=3, gpn=4, mode='fsdp', culprit_rank=7, slow=0.4, seed=14, new_sig=True, float_ts=False), "synchronization", [7], []),
+    S("s1", "ddp", dict(scenario='host_stall', nodes=2, gpn=4, culprit_rank=2, stall_ms=25, seed=21), "synchronization", [2], []),
+    S("s2", "ddp", dict(scenario='host_stall', nodes=4, gpn=4, mode='fsdp', culprit_rank=14, stall_ms=40, seed=22, with_args=False), "synchronization", [14], []),
+    S("s3", "ddp", dict(scenario='host_stall', nodes=2, gpn=8, culprit_rank=11, stall_ms=15, seed=23, new_names=False, naming='rank'), "synchronization", [11], []),
+    S("s4", "ddp", dict(scenario='host_stall', nodes=4, gpn=2, mode='fsdp', culprit_rank=1, stall_ms=60, seed=24, hostfmt='ip-10-0-{}-17.ec2.internal'), "synchronization", [1], []),
+    S("i1", "ddp", dict(scenario='intermittent', nodes=2, gpn=4, culprit_rank=6, stall_ms=80, stall_steps=[2, 6], steps=9, seed=31), "synchronization", [6], []),
+    S("i2", "ddp", dict(scenario='intermittent', nodes=4, gpn=4, mode='fsdp', culprit_rank=3, stall_ms=50, stall_steps=[1, 4, 7], steps=10, seed=32, with_args=False), "synchronization", [3], []),
+    S("i3", "ddp", dict(scenario='intermittent', nodes=2, gpn=8, culprit_rank=12, stall_ms=100, stall_steps=[3, 5], steps=8, seed=33, new_names=False, gz=True), "synchronization", [12], []),
+    S("i4", "ddp", dict(scenario='intermittent', nodes=3, gpn=4, culprit_rank=10, stall_ms=35, stall_steps=[0, 4, 8], steps=10, seed=34, naming='rank', float_ts=False), "synchronization", [10], []),
+    S("l1", "ddp", dict(scenario='locality', nodes=2, gpn=4, culprit_host=1, slow=0.25, seed=41), "locality", [4, 5, 6, 7], [1]),
+    S("l2", "ddp", dict(scenario='locality', nodes=4, gpn=4, mode='fsdp', culprit_host=2, slow=0.15, host_bw_factor=0.7, seed=42, with_args=False, new_names=False), "locality", [8, 9, 10, 11], [2]),
+    S("l3", "ddp", dict(scenario='locality', nodes=3, gpn=8, culprit_host=0, slow=0.1, seed=43, naming='rank'), "locality", [0, 1, 2, 3, 4, 5, 6, 7], [0]),
+    S("l4", "ddp", dict(scenario='locality', nodes=4, gpn=2, culprit_host=3, slow=0.3, seed=44, gz=True, new_sig=True), "locality", [6, 7], [3]),
+    S("f1", "ddp", dict(scenario='fabric', nodes=2, gpn=4, fabric_bw=2.5e9, seed=51), "fabric", [], []),
+    S("f2", "ddp", dict(scenario='fabric', nodes=4, gpn=4, mode='fsdp', fabric_bw=3e9, seed=52, with_args=False, new_names=False), "fabric", [], []),
+    S("f3", "ddp", dict(scenario='fabric', nodes=2, gpn=8, fabric_bw=4e9, seed=53, naming='rank', float_ts=False), "fabric", [], []),
+    S("f4", "ddp", dict(scenario='fabric', nodes=8, gpn=2, mode='fsdp', fabric_bw=1.5e9, seed=54, with_args=False, gz=True), "fabric", [], []),
+    S("j1", "ddp", dict(scenario='jitter', nodes=2, gpn=4, jitter_ms=10, seed=61), "synchronization", [], []),
+    S("j2", "ddp", dict(scenario='jitter', nodes=4, gpn=4, mode='fsdp', jitter_ms=8, seed=62, with_args=False), "synchronization", [], []),
+    S("j3", "ddp", dict(scenario='jitter', nodes=2, gpn=8, jitter_ms=15, seed=63, new_names=False, naming='rank'), "synchronization", [], []),
+    S("j4", "ddp", dict(scenario='jitter', nodes=4, gpn=2, jitter_ms=12, seed=64, float_ts=False), "synchronization", [], []),
+
+    # --- ddp_sim: variants made later (damaged bundles, formats, HSDP, clock skew, no host names)
+    S("c1m", "ddp", dict(scenario='compute_straggler', nodes=2, gpn=4, culprit_rank=5, slow=0.3, seed=11, drop_ranks=[2]), "synchronization", [5], [], note="c1 with rank 2's trace left out of the bundle"),
+    S("c1t", "ddp", dict(scenario='compute_straggler', nodes=2, gpn=4, culprit_rank=5, slow=0.3, seed=11, truncate_rank=7), "synchronization", [5], [], note="c1 with rank 7's trace cut at 70 % of its bytes"),
+    S("c5", "ddp", dict(scenario='compute_straggler', nodes=3, gpn=4, culprit_rank=6, slow=0.25, seed=75, naming='bare', clock_ms=15, mode='fsdp'), "synchronization", [6], [], note="no host names in the bundle, +-15 ms clocks"),
+    S("c6", "ddp", dict(scenario='compute_straggler', nodes=4, gpn=4, culprit_rank=13, slow=0.2, seed=81, clock_ms=60), "synchronization", [13], [], note="+-60 ms clocks"),
+    S("ch1", "ddp", dict(scenario='compute_straggler', nodes=2, gpn=8, mode='fsdp', hsdp=True, culprit_rank=10, slow=0.25, seed=94), "synchronization", [10], [], note="HSDP"),
+    S("f1n", "ddp", dict(scenario='fabric', nodes=2, gpn=4, fabric_bw=2.5e9, seed=51, with_args=False), "fabric", [], [], note="f1 without collective metadata"),
+    S("f2a", "ddp", dict(scenario='fabric', nodes=4, gpn=4, mode='fsdp', fabric_bw=3e9, seed=52, with_args=True, new_names=False), "fabric", [], [], note="f2 with collective metadata, old NCCL kernel names"),
+    S("f2b", "ddp", dict(scenario='fabric', nodes=4, gpn=4, mode='fsdp', fabric_bw=3e9, seed=52, with_args=True, new_names=True), "fabric", [], [], note="f2 with collective metadata, new NCCL kernel names"),
+    S("f2c", "ddp", dict(scenario='fabric', nodes=4, gpn=4, mode='fsdp', fabric_bw=3e9, seed=52, with_args=False, new_names=True), "fabric", [], [], note="f2 without collective metadata, new NCCL kernel names"),
+    S("fh1", "ddp", dict(scenario='fabric', nodes=4, gpn=4, mode='fsdp', hsdp=True, fabric_bw=1.5e9, seed=95), "fabric", [], [], note="HSDP"),
+    S("h1L24", "ddp", dict(scenario='healthy', nodes=2, gpn=4, mode='ddp', seed=1, layers=24), "none", [], [], note="h1 with 24 layers"),
+    S("h1L4", "ddp", dict(scenario='healthy', nodes=2, gpn=4, mode='ddp', seed=1, layers=4), "none", [], [], note="h1 with 4 layers"),
+    S("h5", "ddp", dict(scenario='healthy', nodes=4, gpn=8, mode='ddp', seed=71, inter_bw=12e9, gpu_name='NVIDIA A100-SXM4-80GB'), "none", [], [], note="32 A100s on 12 GB/s links"),
+    S("h6", "ddp", dict(scenario='healthy', nodes=2, gpn=8, mode='fsdp', seed=72, inter_bw=12e9), "none", [], [], note="FSDP on 12 GB/s links"),
+    S("h6a", "ddp", dict(scenario='healthy', nodes=2, gpn=8, mode='fsdp', seed=72, inter_bw=12e9, gpu_name='NVIDIA A100-SXM4-80GB'), "none", [], [], note="h6 on A100s"),
+    S("h7", "ddp", dict(scenario='healthy', nodes=3, gpn=4, mode='fsdp', seed=73, naming='bare', clock_ms=15), "none", [], [], note="no host names in the bundle, +-15 ms clocks"),
+    S("hh1", "ddp", dict(scenario='healthy', nodes=3, gpn=4, mode='fsdp', hsdp=True, seed=91), "none", [], [], note="HSDP"),
+    S("j5", "ddp", dict(scenario='jitter', nodes=4, gpn=4, jitter_ms=8, jitter_kind='compute', seed=76), "synchronization", [], [], note="per-rank compute jitter"),
+    S("j6", "ddp", dict(scenario='jitter', nodes=2, gpn=8, jitter_ms=10, jitter_kind='compute', seed=77, mode='fsdp', with_args=False), "synchronization", [], [], note="per-rank compute jitter, FSDP"),
+    S("l5", "ddp", dict(scenario='locality', nodes=4, gpn=4, culprit_host=1, slow=0.2, seed=74, naming='bare', clock_ms=15), "locality", [4, 5, 6, 7], [1], note="no host names in the bundle, +-15 ms clocks"),
+    S("l6", "ddp", dict(scenario='locality', nodes=3, gpn=4, culprit_host=2, slow=0.2, seed=82, clock_ms=60, mode='fsdp', with_args=False), "locality", [8, 9, 10, 11], [2], note="+-60 ms clocks, no collective metadata"),
+    S("lh1", "ddp", dict(scenario='locality', nodes=3, gpn=4, mode='fsdp', hsdp=True, culprit_host=1, slow=0.2, seed=92), "locality", [4, 5, 6, 7], [1], note="HSDP"),
+    S("lh2", "ddp", dict(scenario='locality', nodes=3, gpn=4, mode='fsdp', hsdp=True, culprit_host=0, slow=0.0, intra_slow_bw=0.1, seed=93), "locality", [0, 1, 2, 3], [0], note="HSDP, host 0's NVLink at 10 %, its compute normal"),
+    S("x1", "ddp", dict(scenario='healthy', nodes=2, gpn=4, mode='ddp', seed=1), "none", [], [], note="a byte-identical repeat of h1, kept from the original set"),
+
+    # --- pipeline_sim: TP + DP (TP inside a host, DP across hosts)
+    S("t_h1", "pipeline", dict(seed=1), "none", [], [], lost=0.0),
+    S("t_h2", "pipeline", dict(nodes=8, seed=2, with_args=False, clock_ms=50), "none", [], [], lost=0.0),
+    S("t_h3", "pipeline", dict(nodes=4, gpn=4, tp=4, seed=3, new_names=False, dist_info=False, naming='rank'), "none", [], [], lost=0.0),
+    S("t_s1", "pipeline", dict(seed=4, fault='straggler', culprit_rank=3, slow=0.3), "synchronization", [3], [0], lost=0.1625),
+    S("t_s2", "pipeline", dict(nodes=8, seed=5, fault='straggler', culprit_rank=45, slow=0.2, float_ts=False), "synchronization", [45], [5], lost=0.0996),
+    S("t_s3", "pipeline", dict(nodes=4, gpn=4, tp=4, seed=6, fault='straggler', culprit_rank=6, slow=0.25, with_args=False, gz=True), "synchronization", [6], [1], lost=0.1428),
+    S("t_l1", "pipeline", dict(nodes=4, seed=7, fault='slow_host', culprit_host=2, slow=0.2), "locality", [16, 17, 18, 19, 20, 21, 22, 23], [2], lost=0.1194),
+    S("t_l2", "pipeline", dict(nodes=8, seed=8, fault='slow_host', culprit_host=5, slow=0.25, float_ts=False, clock_ms=50), "locality", [40, 41, 42, 43, 44, 45, 46, 47], [5], lost=0.145),
+    S("t_l3", "pipeline", dict(nodes=4, gpn=4, tp=4, seed=9, fault='slow_host', culprit_host=0, slow=0.15, with_args=False, dist_info=False, naming='rank'), "locality", [0, 1, 2, 3], [0], lost=0.0961),
+    S("t_f1", "pipeline", dict(nodes=4, seed=10, dp_bucket_bytes=4194304, fault='fabric', fabric_bw=4e9), "fabric", [], [], lost=0.5904),
+    S("t_f2", "pipeline", dict(nodes=8, seed=11, dp_bucket_bytes=2097152, fault='fabric', fabric_bw=2e9, with_args=False), "fabric", [], [], lost=0.6316),
+    S("t_f3", "pipeline", dict(seed=12, dp_bucket_bytes=1048576, fault='fabric', fabric_bw=1e9, dist_info=False, naming='rank'), "fabric", [], [], lost=0.4977),
+    S("t_i1", "pipeline", dict(nodes=4, steps=5, seed=13, fault='intermittent', culprit_rank=13, stall_ms=80, stall_steps=(1, 3)), "synchronization", [13], [1], lost=0.3925),
+    S("t_tr", "pipeline", dict(nodes=4, seed=14, truncate_rank=7), "none", [], [], lost=0.0, note="rank 7's trace cut at 70 %"),
+    S("t_trs", "pipeline", dict(nodes=4, seed=15, fault='straggler', culprit_rank=20, slow=0.3, truncate_rank=3), "synchronization", [20], [2], lost=0.1576, note="rank 3's trace cut at 70 %"),
+
+    # --- pipeline_sim: PP (+TP, +DP)
+    S("p_h1", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, seed=21, pp_sync=True), "none", [], [], lost=0.0),
+    S("p_h2", "pipeline", dict(nodes=4, pp=4, layers=2, seed=22, last_stage_extra=0.4, stage_work=[1.2, 1, 1, 1], pp_sync=True), "none", [], [], lost=0.0),
+    S("p_h3", "pipeline", dict(tp=1, pp=2, micro=8, sched='gpipe', layers=2, seed=23), "none", [], [], lost=0.0),
+    S("p_h4", "pipeline", dict(nodes=8, pp=4, layers=2, seed=24, pp_sync=True, dist_info=False, naming='rank', clock_ms=50), "none", [], [], lost=0.0),
+    S("p_h5", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, micro=6, layers=2, seed=25, last_stage_extra=0.6, pp_sync=True, with_args=False), "none", [], [], lost=0.0),
+    S("p_i1", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, layers=2, steps=5, seed=26, fault='intermittent', culprit_rank=9, stall_ms=120, stall_steps=(1, 3), pp_sync=True), "synchronization", [9], [2], lost=0.2763),
+    S("p_i2", "pipeline", dict(nodes=4, pp=4, layers=2, steps=5, seed=27, fault='intermittent', culprit_rank=17, stall_ms=100, stall_steps=(0, 2), pp_sync=True), "synchronization", [17], [2], lost=0.2133),
+    S("p_s1", "pipeline", dict(pp=2, layers=2, seed=28, fault='straggler', culprit_rank=10, slow=0.3, pp_sync=True), "synchronization", [10], [1], lost=0.1662),
+    S("p_l1", "pipeline", dict(nodes=8, pp=4, layers=2, seed=29, fault='slow_host', culprit_host=3, slow=0.5, pp_sync=True), "locality", [24, 25, 26, 27, 28, 29, 30, 31], [3], lost=0.0643),
+    S("p_l2", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, layers=2, seed=30, fault='slow_host', culprit_host=1, slow=0.3, pp_sync=True), "locality", [4, 5, 6, 7], [1], lost=0.0335),
+    S("p_f1", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, layers=2, seed=31, fault='fabric', pp_sync=True, fabric_bw=2e9), "fabric", [], [], lost=0.7828),
+    S("p_f2", "pipeline", dict(nodes=8, pp=2, layers=2, seed=32, act_bytes=4194304, dp_bucket_bytes=4194304, fault='fabric', pp_sync=True, fabric_bw=4e9), "fabric", [], [], lost=0.4733),
+    S("p_tr", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, layers=2, seed=33, pp_sync=True, gz=True, truncate_rank=5), "none", [], [], lost=0.0, note="rank 5's trace cut at 70 %"),
+    S("p_h6", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, layers=2, seed=34, new_names=False), "none", [], [], lost=0.0),
+
+    # --- pipeline_sim: _nc = clocks aligned (clock_ms=0.001), _pa = p2p annotations name the peer
+    S("p_f1_nc", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, layers=2, seed=31, fault='fabric', pp_sync=True, fabric_bw=2e9, clock_ms=0.001), "fabric", [], [], lost=0.7828, note="clocks aligned"),
+    S("p_f1_pa", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, layers=2, seed=31, fault='fabric', pp_sync=True, fabric_bw=2e9, p2p_peer_ann=True), "fabric", [], [], lost=0.7828, note="p2p annotations name the peer"),
+    S("p_f2_pa", "pipeline", dict(nodes=8, pp=2, layers=2, seed=32, act_bytes=4194304, dp_bucket_bytes=4194304, fault='fabric', pp_sync=True, fabric_bw=4e9, p2p_peer_ann=True), "fabric", [], [], lost=0.4733, note="p2p annotations name the peer"),
+    S("p_h1_nc", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, seed=21, pp_sync=True, clock_ms=0.001), "none", [], [], lost=0.0, note="clocks aligned"),
+    S("p_h1_pa", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, seed=21, pp_sync=True, p2p_peer_ann=True), "none", [], [], lost=0.0, note="p2p annotations name the peer"),
+    S("p_i1_nc", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, layers=2, steps=5, seed=26, fault='intermittent', culprit_rank=9, stall_ms=120, stall_steps=(1, 3), pp_sync=True, clock_ms=0.001), "synchronization", [9], [2], lost=0.2763, note="clocks aligned"),
+    S("p_i1_pa", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, layers=2, steps=5, seed=26, fault='intermittent', culprit_rank=9, stall_ms=120, stall_steps=(1, 3), pp_sync=True, p2p_peer_ann=True), "synchronization", [9], [2], lost=0.2763, note="p2p annotations name the peer"),
+    S("p_i2_nc", "pipeline", dict(nodes=4, pp=4, layers=2, steps=5, seed=27, fault='intermittent', culprit_rank=17, stall_ms=100, stall_steps=(0, 2), pp_sync=True, clock_ms=0.001), "synchronization", [17], [2], lost=0.2133, note="clocks aligned"),
+    S("p_i2_pa", "pipeline", dict(nodes=4, pp=4, layers=2, steps=5, seed=27, fault='intermittent', culprit_rank=17, stall_ms=100, stall_steps=(0, 2), pp_sync=True, p2p_peer_ann=True), "synchronization", [17], [2], lost=0.2133, note="p2p annotations name the peer"),
+    S("p_l1_nc", "pipeline", dict(nodes=8, pp=4, layers=2, seed=29, fault='slow_host', culprit_host=3, slow=0.5, pp_sync=True, clock_ms=0.001), "locality", [24, 25, 26, 27, 28, 29, 30, 31], [3], lost=0.0643, note="clocks aligned"),
+    S("p_l1_pa", "pipeline", dict(nodes=8, pp=4, layers=2, seed=29, fault='slow_host', culprit_host=3, slow=0.5, pp_sync=True, p2p_peer_ann=True), "locality", [24, 25, 26, 27, 28, 29, 30, 31], [3], lost=0.0643, note="p2p annotations name the peer"),
+    S("p_l2_nc", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, layers=2, seed=30, fault='slow_host', culprit_host=1, slow=0.3, pp_sync=True, clock_ms=0.001), "locality", [4, 5, 6, 7], [1], lost=0.0335, note="clocks aligned"),
+    S("p_l2_pa", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, layers=2, seed=30, fault='slow_host', culprit_host=1, slow=0.3, pp_sync=True, p2p_peer_ann=True), "locality", [4, 5, 6, 7], [1], lost=0.0335, note="p2p annotations name the peer"),
+    S("p_s1_nc", "pipeline", dict(pp=2, layers=2, seed=28, fault='straggler', culprit_rank=10, slow=0.3, pp_sync=True, clock_ms=0.001), "synchronization", [10], [1], lost=0.1662, note="clocks aligned"),
+    S("p_s1_pa", "pipeline", dict(pp=2, layers=2, seed=28, fault='straggler', culprit_rank=10, slow=0.3, pp_sync=True, p2p_peer_ann=True), "synchronization", [10], [1], lost=0.1662, note="p2p annotations name the peer"),
+]
+
+BY_NAME: dict[str, Spec] = {s.name: s for s in SPECS}
+assert len(BY_NAME) == len(SPECS), "duplicate spec names"
