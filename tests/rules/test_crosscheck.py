@@ -1,0 +1,35 @@
+"""A few bundles of the independent simulators in ``benchmarks/crosscheck``, each the case that
+once went wrong there: guards against tuning the rules to stallscope's own generator."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "crosscheck"))
+
+from run import score  # noqa: E402
+from specs import SPECS  # noqa: E402
+
+from stallscope.api import postmortem  # noqa: E402
+
+#: bundle -> what went wrong before
+CASES = {
+    "h1L24": "healthy DDP with 12 buckets read as 6.6 % jitter (medium): a late start counted once per bucket",
+    "h6": "healthy H100 job at 12 GB/s per host read as a fabric fault: the GPU model raised the floor",
+    "f1n": "fabric collapse without message sizes: no finding at all",
+    "p_h1": "healthy 4-stage pipeline without Src/Dst Rank read as a 0.9 GB/s fabric: peerless send/recv matched across stages",
+    "p_i1": "intermittent straggler in a pipeline stage missed: same cause",
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_independent_bundle(name: str, tmp_path: Path) -> None:
+    spec = next(s for s in SPECS if s.name == name)
+    spec.write(tmp_path / name)
+    doc = postmortem(tmp_path / name, store=tmp_path / "store", workers=1)
+    got: dict[str, Any] = score(spec, doc)
+    assert got["ok"] and not got["fp"] and got["culprit_ok"] is not False, (CASES[name], got["findings"])
