@@ -87,9 +87,7 @@ class LowInterNodeBandwidth(Rule):
                      f"SELECT op, members, bytes, instances, round(busbw_gbps_median, 3) AS busbw_gbps, "
                      f"round(transfer_ms_median, 2) AS transfer_ms, round(skew_ms_median, 2) AS skew_ms FROM collective_bandwidth "
                      f"WHERE {ctx.where} AND scope = 'inter' ORDER BY bytes DESC", round(bw, 3)),
-            Evidence("exposed inter-node communication per rank",
-                     f"SELECT rank, host, round(comm_inter_ms / steps, 2) AS comm_inter_ms_per_step, round(comm_frac, 3) AS comm_frac "
-                     f"FROM rank_breakdown WHERE {ctx.where} ORDER BY rank", None),
+            _exposed_evidence(ctx, None),
         ]
         return [Finding(rule=self.code, cause=self.cause, title=f"inter-node bandwidth collapsed to {bw:.2f} GB/s",
                         summary=summary, ranks=ctx.d.ranks["rank"].to_list(), hosts=ctx.d.hosts, lost_time_fraction=lost,
@@ -101,7 +99,8 @@ class LowInterNodeBandwidth(Rule):
     def _unsized(self, ctx: Context) -> list[Finding]:
         """Network-bound without message sizes: exposed inter-node collectives, everyone there."""
         bound, inst, exposed = unsized_network_bound(ctx)
-        if not bound or socket_facts(ctx).get("socket_hosts"):
+        facts = socket_facts(ctx) if bound else {}
+        if not bound or facts.get("socket_hosts"):
             return []
         skew = collective_skew(inst)
         twice = ctx.lost_if_transfers("fab:unsized-2x", transfers_scaled(ctx, 2.0))
@@ -110,12 +109,10 @@ class LowInterNodeBandwidth(Rule):
                    f"{inst.height} instances: the job spends more time moving bytes between nodes than computing. The traces "
                    f"carry no message sizes, so the bandwidth and what a healthy fabric would save cannot be measured"
                    + (f"; with transfers twice as fast the job would be {fmt_pct(twice)} shorter." if twice else ".")
-                   + ("" if socket_facts(ctx).get("logs") else " Set NCCL_DEBUG=INFO to see which transport was used, "
+                   + ("" if facts.get("logs") else " Set NCCL_DEBUG=INFO to see which transport was used, "
                       "and record_shapes=True in the profiler to measure the bandwidth."))
         ev = [
-            Evidence("exposed inter-node communication per rank",
-                     f"SELECT rank, host, round(comm_inter_ms / steps, 2) AS comm_inter_ms_per_step, round(comm_frac, 3) AS comm_frac "
-                     f"FROM rank_breakdown WHERE {ctx.where} ORDER BY rank", round(exposed, 3)),
+            _exposed_evidence(ctx, round(exposed, 3)),
             Evidence("inter-node collectives: transfer and arrival skew",
                      f"SELECT op, members, instances, round(transfer_ms_median, 2) AS transfer_ms, round(skew_ms_median, 2) AS skew_ms "
                      f"FROM collective_bandwidth WHERE {ctx.where} AND scope = 'inter' ORDER BY transfer_ms DESC", inst.height),
@@ -130,3 +127,8 @@ class LowInterNodeBandwidth(Rule):
         f.severity = "medium"
         return [f]
 
+
+def _exposed_evidence(ctx: Context, value: float | None) -> Evidence:
+    return Evidence("exposed inter-node communication per rank",
+                    f"SELECT rank, host, round(comm_inter_ms / steps, 2) AS comm_inter_ms_per_step, round(comm_frac, 3) AS comm_frac "
+                    f"FROM rank_breakdown WHERE {ctx.where} ORDER BY rank", value)

@@ -54,6 +54,7 @@ class SocketFallback(Rule):
 
     def check(self, ctx: Context) -> list[Finding]:
         facts = socket_facts(ctx)
+        floor = nic_floor_factor(ctx)
         hosts = sorted(facts.get("socket_hosts") or [])  # type: ignore[arg-type]
         if not hosts:
             return []
@@ -65,11 +66,11 @@ class SocketFallback(Rule):
             # what RDMA would give: at least one NIC per host, up to one NIC per GPU on
             # rail-optimized nodes; the estimate is the log-scale middle of the two
             gpus = max(ctx.ranks_per_host.values()) if ctx.ranks_per_host else 1
-            low = REF_RDMA_GBPS * nic_floor_factor(ctx)
+            low = REF_RDMA_GBPS * floor
             lost_low = ctx.lost_if_transfers("fab:rdma", transfers_at_bandwidth(ctx, low))
             lost_rail = ctx.lost_if_transfers("fab:rdma-rail", transfers_at_bandwidth(ctx, low * gpus))
             lost = ctx.lost_if_transfers("fab:rdma-mid", transfers_at_bandwidth(ctx, low * gpus ** 0.5)) if gpus > 1 else lost_low
-        low_nic = f"{100 * nic_floor_factor(ctx):.0f} Gb/s"
+        low_nic = f"{100 * floor:.0f} Gb/s"
         all_hosts = len(hosts) >= len(ctx.d.hosts) or len(hosts) == len(facts.get("hosts", []))  # type: ignore[arg-type]
         ranks = ctx.d.ranks["rank"].to_list() if all_hosts else [r for h in hosts for r in ctx.d.ranks_of(h)]
         culprit_hosts = ctx.d.hosts if all_hosts and ctx.d.hosts else hosts
