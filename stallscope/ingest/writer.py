@@ -36,18 +36,25 @@ STALE_STAGING_S = 6 * 3600
 TEXT_STATISTICS = ("host", "file")
 
 
-def parquet_options(schema: pa.Schema) -> dict[str, Any]:
-    """Writer options for a table: dictionary encoding for text columns only; statistics for all
-    but text columns outside :data:`TEXT_STATISTICS`.
+def parquet_options(schema: pa.Schema, dictionary: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Writer options for a table: dictionary encoding for text columns and the columns named in
+    ``dictionary`` (the table's :attr:`~stallscope.store.schema.TableSpec.dictionary`); statistics
+    for all but text columns outside :data:`TEXT_STATISTICS`.
 
     Names, categories and dtype strings repeat and shrink several-fold in a dictionary; numbers
-    (timestamps, ids) are mostly distinct, so a dictionary there costs CPU, then falls back.
+    (timestamps, ids) are mostly distinct, so a dictionary there costs CPU, then falls back; a
+    table whose numbers repeat (ranks, devices) names them.
     """
     text = {f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
             or (pa.types.is_list(f.type) and pa.types.is_string(f.type.value_type))}
     stats = [f.name for f in schema if f.name not in text or f.name in TEXT_STATISTICS]
-    return {**PARQUET_OPTS, "use_dictionary": [f.name for f in schema if f.name in text] or False,
+    return {**PARQUET_OPTS, "use_dictionary": [f.name for f in schema if f.name in text or f.name in dictionary] or False,
             "write_statistics": stats or False}
+
+
+def _options(name: str, schema: pa.Schema) -> dict[str, Any]:
+    """:func:`parquet_options` for the registered table ``name``."""
+    return parquet_options(schema, table_spec(name).dictionary)
 
 
 def conform(name: str, data: pa.Table | pa.RecordBatch) -> pa.Table:
@@ -102,7 +109,7 @@ class PartWriter:
         t = pa.concat_tables(pending) if len(pending) > 1 else pending[0]
         w = self._writers.get(name)
         if w is None:
-            w = pq.ParquetWriter(self.path(name), t.schema, **parquet_options(t.schema))
+            w = pq.ParquetWriter(self.path(name), t.schema, **_options(name, t.schema))
             self._writers[name] = w
         w.write_table(t, row_group_size=1 << 20)
 
@@ -112,7 +119,7 @@ class PartWriter:
             self.append(name, data)
             return
         t = conform(name, data)
-        pq.write_table(t, self.path(name), **parquet_options(t.schema))
+        pq.write_table(t, self.path(name), **_options(name, t.schema))
         self.rows[name] = self.rows.get(name, 0) + t.num_rows
 
     def close(self) -> None:

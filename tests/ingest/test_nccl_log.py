@@ -584,6 +584,29 @@ def test_net_rows_replayed_as_frames_complete_like_dicts(tmp_path: Path) -> None
     parse(tmp_path, text, name="net2.log", block_size=211)
 
 
+def test_repeating_integers_dictionary_encoded_and_read_back_unchanged(tmp_path: Path) -> None:
+    """NCCL tables' integer columns (but line numbers and opCounts) are written with a dictionary; the
+    Parquet file reads back as the registered schema, with the same rows."""
+    import pyarrow.parquet as pq
+
+    from stallscope.ingest.writer import PartWriter
+
+    f = tmp_path / "x.log"
+    f.write_text("".join(f"{P}Channel {c:02d} : 0[0] -> 1[1] via P2P/IPC\n" for c in range(40)))
+    out = PartWriter(tmp_path / "staging", "p")
+    parse_nccl_log(f, out=out)
+    out.close()
+    assert "op_count" not in NCCL_COLLS.dictionary and "line_no" not in NCCL_CONNECTIONS.dictionary
+    part = tmp_path / "staging" / "table=nccl_connections" / "part-p.parquet"
+    meta = pq.ParquetFile(part).metadata.row_group(0)
+    enc = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    assert "RLE_DICTIONARY" in enc["pid"] and "RLE_DICTIONARY" in enc["channel"]
+    assert "RLE_DICTIONARY" not in enc["line_no"]
+    back = pq.read_table(part)
+    assert back.schema.equals(NCCL_CONNECTIONS.schema)
+    assert back.equals(parse_nccl_log(f)["arrow"]["nccl_connections"])
+
+
 def test_docs_cover_tables_views_and_fingerprints() -> None:
     from stallscope.store.sqldoc import parse_sql_file
 

@@ -39,6 +39,9 @@ class TableSpec:
     columns: tuple[Column, ...]
     #: the stage that writes it (``ingest`` or ``analysis``), for the docs
     stage: str = "ingest"
+    #: columns besides text that Parquet dictionary-encodes (integers that repeat from row to row:
+    #: pids, devices, ranks); text columns always are (``ingest.writer.parquet_options``)
+    dictionary: tuple[str, ...] = ()
     _schema: pa.Schema | None = field(default=None, compare=False, repr=False)
 
     @property
