@@ -216,7 +216,9 @@ def _roles(chain: pl.DataFrame, attrs: pl.DataFrame, ranks: np.ndarray) -> tuple
     """Peers are ranks that do the same work: the members of a rank's most frequent synchronous
     group (data-parallel replicas of a pipeline stage, a tensor-parallel group, all ranks of plain
     data parallelism). Rows get an ``ordinal`` (n-th synchronization of the rank in the step, by
-    arrival) so a culprit is compared with its peers at the same point of the same step."""
+    arrival) so a culprit is compared with its peers at the same point of the same step, and a
+    ``replica`` group: roles joined by a synchronous group whose members never exchange
+    point-to-point messages (see :func:`_replica_groups`)."""
     from stallscope.analysis.collectives import SYNCHRONOUS_OPS
 
     ch = chain.join(attrs.select("pos", "op", "channel"), on="pos", how="left")
@@ -229,9 +231,49 @@ def _roles(chain: pl.DataFrame, attrs: pl.DataFrame, ranks: np.ndarray) -> tuple
         prim.select("rank", "mset"), on="rank", how="left").with_columns(
         pl.coalesce(pl.col("mset"), pl.lit("solo:") + pl.col("rank").cast(pl.String)).alias("mset"))
     sig = roles.with_columns(pl.col("mset").rank("dense").cast(pl.Int64).alias("role")).select("rank", "role")
-    ch = ch.join(sig, on="rank", how="left").sort("row")
     role_of = dict(zip(sig["rank"].to_list(), sig["role"].to_list()))
+    replica_of = _replica_groups(ch, role_of)
+    sig = sig.with_columns(pl.col("role").replace_strict(replica_of, default=pl.col("role")).alias("replica"))
+    ch = ch.join(sig, on="rank", how="left").sort("row")
     return ch, np.array([role_of.get(int(r), -1) for r in ranks], dtype=np.int64)
+
+
+def _replica_groups(ch: pl.DataFrame, role_of: dict[int, int]) -> dict[int, int]:
+    """Roles that replicate each other's work: a pipeline stage's data-parallel replicas.
+
+    Two roles are replicas when a synchronous group holds ranks of both and no two of its members
+    exchange point-to-point messages: ranks that send each other activations sit in different
+    pipeline stages, which do different work by design, while the members of a gradient
+    all-reduce between a stage's replicas never talk point-to-point. Roles joined through such
+    groups share a replica id (the smallest role id among them); in a job without
+    point-to-point traffic every group qualifies."""
+    from stallscope.analysis.collectives import P2P_OPS, SYNCHRONOUS_OPS
+
+    pairs = (ch.filter(pl.col("op").is_in(P2P_OPS)).group_by("pos").agg(pl.col("rank").unique().sort())
+             .filter(pl.col("rank").list.len() == 2)["rank"].to_list())
+    talks = {(int(a), int(b)) for a, b in pairs}
+    parent = {r: r for r in set(role_of.values())}
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    groups = ch.filter(pl.col("op").is_in(SYNCHRONOUS_OPS)).group_by("channel").agg(pl.col("rank").unique().sort())
+    for mem in groups["rank"].to_list():
+        mem = [int(r) for r in mem]
+        rs = {role_of[r] for r in mem if r in role_of}
+        if len(rs) < 2:
+            continue
+        if talks and any((a, b) in talks for i, a in enumerate(mem) for b in mem[i + 1:]):
+            continue  # spans pipeline stages
+        first, *rest = sorted(rs)
+        for x in rest:
+            a, b = find(first), find(x)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    return {r: find(r) for r in parent}
 
 
 TransferRule = Callable[[int, np.ndarray], np.ndarray]
@@ -295,9 +337,9 @@ def lost_fraction_between(base: float, new: float, makespan: float) -> float:
 def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> float:
     """Lost fraction if ``culprit_ranks`` behaved like their median peer: each of their gaps
     shrinks to the median gap of non-culprit ranks of the same role at the same step and ordinal
-    (for a role all of whose ranks are culprits, in a job without pipeline stages: of the other
-    ranks at the same step and ordinal doing the same op; else to the median of the other members
-    of a synchronous collective);
+    (for a role all of whose ranks are culprits: of the other ranks at the same step and ordinal
+    doing the same op, in a pipeline only those of the stage's other replicas; else to the median
+    of the other members of a synchronous collective);
     their tails likewise."""
     cul_set = {int(r) for r in culprit_ranks}
     cul = np.isin(tl.ranks, list(cul_set))
@@ -306,20 +348,23 @@ def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> flo
     ch = tl.chain.with_columns(pl.col("rank").is_in(list(cul_set)).alias("cul"))
     peer = ch.filter(~pl.col("cul")).group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("peer"))
     # a role whose every rank is a culprit (a whole host's tensor-parallel or shard group): the
-    # ranks of other roles at the same point of the step doing the same op (their own groups)
-    # (from at least two other groups: the minimum of a gap and one other group's is biased low)
-    alike = (ch.filter(~pl.col("cul")).group_by("step", "ordinal", "op")
+    # ranks of other roles at the same point of the step doing the same op (their own groups).
+    # Pipeline stages do different work by design: there only the stage's other data-parallel
+    # replicas are alike (the ``replica`` group), else the ranks of every role (from at least two
+    # other groups: the minimum of a gap and one other group's is biased low, a bias a pipeline
+    # stage with two replicas has to accept)
+    symmetric = not bool(tl.attrs["op"].is_in(["send", "recv", "sendrecv"]).any())
+    like = ["step", "ordinal", "op"] if symmetric else ["replica", "step", "ordinal", "op"]
+    alike = (ch.filter(~pl.col("cul")).group_by(like)
              .agg(pl.col("gap").median().alias("alike"), pl.col("role").n_unique().alias("_roles"))
-             .filter(pl.col("_roles") >= 2).drop("_roles"))
+             .filter(pl.col("_roles") >= (2 if symmetric else 1)).drop("_roles"))
     others = ch.filter(~pl.col("cul")).group_by("pos").agg(pl.col("gap").median().alias("mpeer"))
     sync = pl.DataFrame({"pos": np.arange(tl.n_instances, dtype=np.uint32), "sync": tl.synchronous},
                         schema={"pos": ch.schema["pos"], "sync": pl.Boolean})
-    x = (ch.join(peer, on=["role", "step", "ordinal"], how="left").join(alike, on=["step", "ordinal", "op"], how="left")
+    x = (ch.join(peer, on=["role", "step", "ordinal"], how="left").join(alike, on=like, how="left")
          .join(others, on="pos", how="left").join(sync, on="pos", how="left"))
     role_has_peers = pl.col("rank").filter(~pl.col("cul")).n_unique().over("role") > 0
-    # pipeline stages do different work by design: another stage is no peer
-    symmetric = not bool(tl.attrs["op"].is_in(["send", "recv", "sendrecv"]).any())
-    ref = pl.coalesce(pl.col("peer"), pl.when(~role_has_peers & pl.lit(symmetric)).then(pl.col("alike")),
+    ref = pl.coalesce(pl.col("peer"), pl.when(~role_has_peers).then(pl.col("alike")),
                       pl.when(pl.col("sync")).then(pl.col("mpeer")))
     x = x.with_columns(pl.when(pl.col("cul") & ref.is_not_null()).then(pl.min_horizontal(pl.col("gap"), ref))
                        .otherwise(pl.col("gap")).alias("new")).sort("row")

@@ -364,6 +364,9 @@ class Context:
             return True
         hs = (ls.join(self.d.ranks.select("rank", "host"), on="rank").filter(pl.col("host").is_not_null())
               .group_by("host", "step").agg(pl.col("share").mean()))
+        alike = self._replica_hosts(host)
+        if alike is not None:
+            hs = hs.filter(pl.col("host").is_in(sorted(alike | {host})))
         mine = hs.filter(pl.col("host") == host).select("step", pl.col("share").alias("mine"))
         other = hs.filter(pl.col("host") != host).group_by("step").agg(pl.col("share").max().alias("other"))
         lead = mine.join(other, on="step").select((pl.col("mine") - pl.col("other")).alias("lead"))["lead"].to_list()
@@ -374,6 +377,20 @@ class Context:
             return False
         typical = ahead[len(ahead) // 2]
         return all(-x < typical for x in lead)
+
+    def _replica_hosts(self, host: str) -> set[str] | None:
+        """In a pipeline, the other hosts running replicas of ``host``'s stage (see
+        :func:`whatif._replica_groups`): a slow host makes the hosts upstream and downstream of it
+        in its pipeline late too (they wait for its activations and gradients, then arrive late
+        at their own stage's all-reduce), so it leads only its own stage's hosts. None in a job
+        without point-to-point traffic, or when the host's stage has no other host."""
+        tl = self.timeline
+        if tl is None or not bool(tl.attrs["op"].is_in(["send", "recv", "sendrecv"]).any()):
+            return None
+        rep = tl.chain.select("rank", "replica").unique().join(self.d.ranks.select("rank", "host"), on="rank")
+        mine = set(rep.filter(pl.col("host") == host)["replica"].to_list())
+        others = set(rep.filter(pl.col("replica").is_in(sorted(mine)) & (pl.col("host") != host))["host"].to_list())
+        return others or None
 
     def _host_late_together(self, host: str) -> bool:
         """Whether nearly all of ``host``'s ranks (all but 1 - HOST_SHARE of them) are late in some

@@ -73,3 +73,35 @@ def test_paced_rows_still_follow_a_straggler_s_compute() -> None:
     assert tl is not None and (tl.row_prev >= 0).any()
     assert abs(replay(tl) - tl.makespan) <= 1.0
     assert everyone_like_median(tl) == pytest.approx(buckets * steps * slow / tl.makespan, rel=0.05)
+
+
+def test_replica_groups_join_a_stage_s_replicas_not_the_stages() -> None:
+    """Two pipeline stages of two tensor-parallel pairs each: ranks 0-3 are stage 0 (TP pairs
+    {0,1}, {2,3}, gradient all-reduces {0,2}, {1,3}), ranks 4-7 stage 1 likewise, activations
+    sent 0→4, 1→5, 2→6, 3→7, and one all-reduce over every rank (a gradient norm). The stage's
+    replicas are alike; the global group, whose members exchange activations, joins nothing."""
+    from stallscope.analysis.whatif import _replica_groups
+
+    rows: list[dict[str, object]] = []
+    pos = 0
+
+    def inst(op: str, channel: str, ranks: tuple[int, ...], times: int = 1) -> None:
+        nonlocal pos
+        for _ in range(times):
+            rows.extend({"pos": pos, "rank": r, "op": op, "channel": channel} for r in ranks)
+            pos += 1
+
+    for a in (0, 2, 4, 6):
+        inst("allreduce", f"tp{a}", (a, a + 1), times=4)
+    for a, b in ((0, 2), (1, 3), (4, 6), (5, 7)):
+        inst("allreduce", f"dp{a}", (a, b))
+    for a in range(4):
+        inst("send", f"p2p{a}", (a, a + 4))
+    inst("allreduce", "world", tuple(range(8)))
+    role_of = {r: r // 2 for r in range(8)}  # each tensor-parallel pair is a role
+    rep = _replica_groups(pl.DataFrame(rows), role_of)
+    assert rep[0] == rep[1] and rep[2] == rep[3]
+    assert rep[0] != rep[2]
+    # without point-to-point traffic every group joins: one replica group
+    no_p2p = pl.DataFrame([r for r in rows if r["op"] != "send"])
+    assert len(set(_replica_groups(no_p2p, role_of).values())) == 1

@@ -23,6 +23,7 @@ CASES = {
     "f1n": "fabric collapse without message sizes: no finding at all",
     "p_h1": "healthy 4-stage pipeline without Src/Dst Rank read as a 0.9 GB/s fabric: peerless send/recv matched across stages",
     "p_i1": "intermittent straggler in a pipeline stage missed: same cause",
+    "p_l1": "slow host (its whole tensor-parallel group) in a pipeline missed: the stage's other replica was no peer",
 }
 
 
