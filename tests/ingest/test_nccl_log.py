@@ -584,6 +584,21 @@ def test_net_rows_replayed_as_frames_complete_like_dicts(tmp_path: Path) -> None
     parse(tmp_path, text, name="net2.log", block_size=211)
 
 
+def test_topology_dumps_read_once_per_message_keep_per_thread_state(tmp_path: Path) -> None:
+    """Two threads print the same dump interleaved (each distinct message is parsed once and shared):
+    each thread's rows are those of its dump parsed alone (parents of links, graph-search counters)."""
+    lines = (LOGS / "topo_sys_cross_numa_2gpu_no_nvlink_graph_dump.log").read_text().splitlines()
+    lines = [ln for ln in lines if "NCCL INFO" in ln]
+    alone = parse(tmp_path, "\n".join(lines) + "\n")["df"]["nccl_topology"]
+    other = [ln.replace(":84:98 ", ":84:99 ", 1) for ln in lines]
+    mixed = [ln for pair in zip(lines, other) for ln in pair]
+    both = parse(tmp_path, "\n".join(mixed) + "\n")["df"]["nccl_topology"]
+    for tid, shift in ((98, 1), (99, 0)):
+        got = both.filter(pl.col("tid") == tid).with_columns(line_no=(pl.col("line_no") + shift) // 2, tid=pl.lit(98, pl.Int64))
+        assert_frame_equal(got, alone)
+    assert alone.filter(pl.col("kind") == "link")["node"].null_count() < alone.filter(pl.col("kind") == "link").height
+
+
 def test_repeating_integers_dictionary_encoded_and_read_back_unchanged(tmp_path: Path) -> None:
     """NCCL tables' integer columns (but line numbers and opCounts) are written with a dictionary; the
     Parquet file reads back as the registered schema, with the same rows."""
