@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stallscope.ingest import nccl_messages
+from stallscope.ingest.nccl_state import arrow_table
 from stallscope.ingest.schemas import nccl as F
 from stallscope.store.schema.nccl import NCCL_COLLS, NCCL_CONNECTIONS
 
@@ -307,14 +308,15 @@ def finish(state: LogState, block: Block, base: int, snapshot: dict[Key, tuple[s
             bytes=pl.col("count") * dt.replace_strict(_DT_SIZE, default=None, return_dtype=pl.Int64),
             redop_name=pl.col("redop").replace_strict(F.REDOPS, default=None, return_dtype=pl.String),
             peer=pl.when(pl.col("op").is_in(["Send", "Recv"])).then("root"), file=pl.lit(state.label))
-        state.add_arrow("nccl_colls", df.select(NCCL_COLLS.schema.names).to_arrow())
+        state.add_arrow("nccl_colls", arrow_table(df.select(NCCL_COLLS.schema.names), NCCL_COLLS.schema))
 
 
 def _finish_connections(state: LogState, rows: pl.DataFrame, msgs: pl.DataFrame, base: int,
                         snapshot: dict[Key, tuple[str | None, str | None]]) -> None:
-    """Complete the distinct messages (via classification, device brackets), then gather them to the rows."""
+    """Complete the distinct messages (via classification, device brackets, every column the text
+    decides), then gather them to the rows, which add their prefix, line and communicator."""
     fp = state.fingerprints
-    used = np.unique(rows["m"].to_numpy())
+    used = np.flatnonzero(np.bincount(rows["m"].to_numpy(), minlength=msgs.height))
     msgs = msgs[used]
     vias = [(v, *nccl_messages.classify_via(v, fp)) for v in msgs["via"].unique().to_list()]
     has_br = (pl.col("src_br") != "") | (pl.col("dst_br") != "")
@@ -324,16 +326,22 @@ def _finish_connections(state: LogState, rows: pl.DataFrame, msgs: pl.DataFrame,
     shapes = msgs.select("kw", no_ci=pl.col("conn_index").is_null(), bus="dev_is_bus_id", t="transport").unique()
     for kw, no_ci, bus, t in shapes.iter_rows():
         nccl_messages.connection_fingerprints(fp, kw, None if no_ci else "0", bus, t)
+    msgs = msgs.with_columns(
+        printer_rank=pl.when(pl.col("direction") == "receive").then("dst_rank").otherwise("src_rank"),
+        inter_node=pl.when(pl.col("transport").is_in(["P2P", "SHM"])).then(False), transport_detail=pl.col("via"))
+    msgs = msgs.select(_MESSAGE_COLUMNS)
     slot = np.full(int(used[-1]) + 1, -1, dtype=np.int64)
     slot[used] = np.arange(len(used))
-    df = rows.drop("m").hstack(msgs[slot[rows["m"].to_numpy()]]).with_columns(line_no=pl.col("i").cast(pl.Int64) + base + 1)
-    df = comm_attribution(state, df, snapshot).with_columns(
-        printer_rank=pl.when(pl.col("direction") == "receive").then("dst_rank").otherwise("src_rank"),
-        inter_node=pl.when(pl.col("transport").is_in(["P2P", "SHM"])).then(False),
-        file=pl.lit(state.label), transport_detail=pl.col("via"))
+    df = comm_attribution(state, rows.with_columns(line_no=pl.col("i").cast(pl.Int64) + base + 1), snapshot)
+    df = df.hstack(msgs[slot[df["m"].to_numpy()]]).with_columns(file=pl.lit(state.label))
     for cid, r, h in df.filter(pl.col("comm_id").is_not_null()).select("comm_id", "printer_rank", "host").unique(maintain_order=True).iter_rows():
         state.rank_host[(cid, r)] = h
-    state.add_arrow("nccl_connections", df.select(NCCL_CONNECTIONS.schema.names).to_arrow())
+    state.add_arrow("nccl_connections", arrow_table(df.select(NCCL_CONNECTIONS.schema.names), NCCL_CONNECTIONS.schema))
+
+
+#: the columns of a connection row that its message decides (the rest: prefix, communicator, provenance)
+_MESSAGE_COLUMNS = [c for c in NCCL_CONNECTIONS.schema.names
+                    if c not in ("host", "pid", "tid", "cuda_dev", "comm_id", "comm_ptr", "file", "line_no")]
 
 
 _DT_NAME = {k: v[0] for k, v in F.DATATYPES.items()}

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from stallscope.ingest.nccl_state import DEFERRED_FRAMES, RowBuffer
+from stallscope.ingest.nccl_state import DEFERRED_FRAMES, RowBuffer, arrow_table
 
 if TYPE_CHECKING:  # pragma: no cover
     from stallscope.ingest.nccl_state import LogState
@@ -292,4 +292,4 @@ def add_rows(state: LogState, lines: pl.DataFrame, reps: list[Replay], base: int
         if table in state.deferred:
             state.deferred_frames.setdefault(table, []).append(t)
         else:
-            state.add_arrow(table, t.drop("_ln", "_seq").to_arrow())
+            state.add_arrow(table, arrow_table(t.drop("_ln", "_seq"), state.buffers[table].schema))

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stallscope.ingest import nccl_errors, nccl_memo, nccl_setup, nccl_topology
-from stallscope.ingest.nccl_state import opt_int
+from stallscope.ingest.nccl_state import arrow_table, opt_int
 from stallscope.ingest.schemas import nccl as F
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -173,7 +173,7 @@ def resolve_inter_node(state: LogState, table: pa.Table) -> pa.Table:
           .join(hosts.rename({"rank": "dst_rank", "_h": "_dh"}), on=["comm_id", "dst_rank"], how="left", maintain_order="left")
           .with_columns(inter_node=pl.when(pl.col("inter_node").is_null() & (pl.col("transport") == "NET"))
                         .then(pl.col("_sh") != pl.col("_dh")).otherwise(pl.col("inter_node"))))
-    return df.select(table.column_names).to_arrow().cast(table.schema)
+    return arrow_table(df.select(table.column_names), table.schema)
 
 
 # -- rings, trees, channels ------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from stallscope.ingest.nccl_state import opt_int
+from stallscope.ingest.nccl_state import arrow_table, opt_int
 from stallscope.ingest.schemas import nccl as F
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -363,7 +363,7 @@ def _finish_net(state: LogState) -> None:
              .with_columns(plugin=pl.when(ib & pl.col("_sel").is_not_null() & ~pl.col("_sel").is_in(["IB", "Socket"]))
                            .then("_sel").otherwise("plugin"),
                            gdr=pl.when(ib).then("_gdr").otherwise("gdr")))
-    state.add_arrow("nccl_net", frame.select(state.buffers["nccl_net"].columns).to_arrow())
+    state.add_arrow("nccl_net", arrow_table(frame.select(state.buffers["nccl_net"].columns), state.buffers["nccl_net"].schema))
 
 
 def _fits(schema: dict[str, pl.DataType], **values: Any) -> bool:

@@ -65,12 +65,12 @@ class RowBuffer:
             try:
                 values = zip(*self.rows)
                 df = pl.DataFrame([pl.Series(n, v, dtype=schema[n], strict=True) for n, v in zip(self.columns, values)])
-                return df.to_arrow().cast(self.schema)
+                return arrow_table(df, self.schema)
             except (pl.exceptions.PolarsError, pa.ArrowInvalid, OverflowError, TypeError, ValueError):
                 pass
         try:
             df = pl.DataFrame(self.rows, schema=schema, orient="row", strict=True)
-            return df.to_arrow().cast(self.schema)
+            return arrow_table(df, self.schema)
         except (pl.exceptions.PolarsError, pa.ArrowInvalid, OverflowError, TypeError, ValueError):
             pass
         cols: list[Any] = list(zip(*self.rows))
@@ -89,6 +89,15 @@ class RowBuffer:
         if got is None:
             got = _PL_SCHEMAS[self.name] = dict(pl.DataFrame(self.schema.empty_table()).schema)
         return got
+
+
+def arrow_table(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:
+    """``df`` (the columns of ``schema``, in order) as an Arrow table of exactly ``schema``.
+
+    Text leaves polars as string views and is copied once, into the schema's string type (the
+    default conversion copies it to large strings, which the writer then copies again).
+    """
+    return df.to_arrow(compat_level=pl.CompatLevel.newest()).cast(schema)
 
 
 #: polars schema of each table (computed once per process)
