@@ -66,6 +66,13 @@ _COLL_SHAPE = (r"^[A-Za-z0-9_]+: opCount [0-9a-fA-F]{1,15} sendbuff [!-~]+ recvb
                r" datatype -?[0-9]{1,9} op -?[0-9]{1,9} root -?[0-9]{1,9} comm [!-~]+(?: \[nranks=[0-9]{1,9}\])?"
                r"(?: stream [!-~]+(?: [ -~]*)?)?[\r\n]*$")
 
+#: WARN lines the bulk path cuts: ``host:pid:tid [dev] src:line [(func)] NCCL WARN ...`` whose level word is the
+#: first, within the 200 characters the per-line path's PREFIX_RE looks back, and every group of PREFIX_RE in its
+#: plainest form (ASCII names and digits; no blanks in the function), so that both read the same fields
+_WARN_SHAPE = (r"^[A-Za-z0-9_.-]+:[0-9]{1,18}:[0-9]{1,18} \[-?[0-9]{1,9}\] [A-Za-z0-9_./+-]+:[0-9]{1,9}(?: \([A-Za-z0-9_]*\))?"
+               r" NCCL WARN(?: |\r?\n$)")
+_WARN_PARTS = r"^(?P<host>[^:]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+) \[(?P<cuda_dev>-?[0-9]+)\] (?P<msg>.*)"
+
 
 def lines_array(data: bytes) -> tuple[pa.LargeStringArray, np.ndarray] | None:
     """The lines of ``data`` (which ends with a newline) as a string array, each value keeping its ``\\n``.
@@ -100,6 +107,9 @@ class Block:
     fed: pl.DataFrame | None = None
     #: the distinct connection messages of the block, parsed (:func:`_connections`)
     conn_msgs: pl.DataFrame | None = None
+    #: WARN lines whose prefix was cut here (:data:`_WARN_SHAPE`), in line order: columns i, msg (the text
+    #: after ``host:pid:tid [dev] ``, for ``nccl_errors.warn_message``), host, pid, tid, cuda_dev
+    warn: pl.DataFrame | None = None
 
 
 def _tok(col: str, k: int) -> pl.Expr:
@@ -189,9 +199,11 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) ->
     ascii_ok = _ascii_lines(arr, offs)
     if ascii_ok is not None:
         pos = pos.scatter(np.flatnonzero(~ascii_ok), None)
-    df = pl.DataFrame({"l": lines, "pos": pos}).with_row_index("i").filter(pl.col("pos").is_not_null())
+    df = pl.DataFrame({"l": lines, "pos": pos}).with_row_index("i")
+    warn = _warnings(df.filter(pl.col("pos").is_null()), ascii_ok) if feed else None
+    df = df.filter(pl.col("pos").is_not_null())
     if df.height == 0:
-        return Block(nccl, np.empty(0, dtype=np.int64), None, None)
+        return Block(nccl, np.empty(0, dtype=np.int64), None, None, warn=warn)
     df = df.select("i", head=pl.col("l").str.slice(0, pl.col("pos")), msg=pl.col("l").str.slice(pl.col("pos") + len(_INFO)))
     hcode, heads = _distinct(df["head"])
     pre = _prefixes(heads)
@@ -214,11 +226,25 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) ->
         conn = df.filter(pl.Series(is_conn)).select("i", "host", "pid", "tid", "cuda_dev", m=pl.Series(slot[mcode[is_conn]]))
     coll = _colls(df.filter(pl.Series(is_coll)).with_columns(msg=msg.str.strip_chars_end("\r\n")))
     taken = np.concatenate([f["i"].to_numpy().astype(np.int64) for f in (conn, coll) if f is not None] or [np.empty(0, np.int64)])
-    block = Block(nccl, taken, conn, coll, conn_msgs=conn_msgs)
+    block = Block(nccl, taken, conn, coll, conn_msgs=conn_msgs, warn=warn)
     if feed:
         block.fed = df.filter(pl.Series(~(is_conn | is_coll))).with_columns(
             msg=pl.col("msg").str.strip_suffix("\n").str.strip_suffix("\r"))
     return block
+
+
+def _warnings(df: pl.DataFrame, ascii_ok: np.ndarray | None) -> pl.DataFrame | None:
+    """The WARN lines among ``df`` (columns i, l: lines without an INFO prefix) that have :data:`_WARN_SHAPE`,
+    cut after ``host:pid:tid [dev] `` (:attr:`Block.warn`); None when there are none."""
+    df = df.filter(pl.col("l").str.contains(" NCCL WARN", literal=True))
+    if ascii_ok is not None:
+        df = df.filter(pl.Series(ascii_ok[df["i"].to_numpy()]))
+    df = df.filter(pl.col("l").str.contains(_WARN_SHAPE) & (pl.col("l").str.find(" NCCL WARN", literal=True) < 200))
+    if df.height == 0:
+        return None
+    parts = df.select("i", p=pl.col("l").str.extract_groups(_WARN_PARTS)).unnest("p")
+    return parts.select("i", msg=pl.col("msg").str.strip_suffix("\r"), host="host", pid=pl.col("pid").cast(pl.Int64),
+                        tid=pl.col("tid").cast(pl.Int64), cuda_dev=pl.col("cuda_dev").cast(pl.Int32))
 
 
 def _connections(df: pl.DataFrame, text: str) -> pl.DataFrame:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from stallscope.ingest import nccl_memo
 from stallscope.ingest.schemas import nccl as F
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,6 +34,21 @@ def trace_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: N
              return_name=F.RESULTS.get(rc), thread_tag=m.group("tag"))
     state.add_dict("nccl_warnings", d)
     return True
+
+
+def warn_message(state: LogState, text: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
+    """``file.cc:line [(func)] NCCL WARN <message>``: a WARN line after its ``host:pid:tid [dev] `` (cut by the bulk
+    path, :attr:`~stallscope.ingest.nccl_bulk.Block.warn`). Pure: a WARN that every rank prints is read once."""
+    m = F.WARN_HEAD_RE.match(text)
+    if m is None:
+        return False
+    warn_line(state, text[m.end():], host, pid, tid, dev, m.group("src"), m.group("sline"), m.group("func"), ln)
+    return True
+
+
+def warn_replay(state: LogState, text: str) -> nccl_memo.Replay | None:
+    """The memo's replay of one WARN text (:func:`warn_message`), recorded on first sight."""
+    return nccl_memo.record(state, state.warn_memo, warn_message, text)
 
 
 def warn_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, src: str | None, sline: str | None,

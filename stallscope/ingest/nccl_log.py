@@ -163,25 +163,29 @@ def _parse_block(state: LogState, data: bytes, base: int, offset: int, bare: boo
             rest &= ~nul
             if state.junk_offset is None:
                 state.junk_offset = offset + int(offs[np.flatnonzero(nul)[0]])
-    # lines whose prefix the bulk path cut: replayed column by column where the memo allows, the
-    # others go straight to the message handlers (fed[i] = their row)
+    # lines whose prefix the bulk path cut (INFO, then WARN): replayed column by column where the memo
+    # allows, the others go straight to the message handlers (fed[i] = their row; WARN rows from n_info)
     fed = np.full(n, -1, dtype=np.int64)
-    msgs: list[Any] = []
-    hosts: list[Any] = []
-    pids: list[Any] = []
-    tids: list[Any] = []
-    devs: list[Any] = []
-    replayed = None
-    if block.fed is not None and block.fed.height:
-        replayed, reps, left = nccl_memo.split_block(state, block.fed, nccl_messages.replay_of)
+    cut = [(f, replay) for f, replay in ((block.fed, nccl_messages.replay_of), (block.warn, nccl_errors.warn_replay))
+           if f is not None and f.height]
+    replays = []
+    left = []
+    for frame, replay_of in cut:
+        replayed, reps, rows = nccl_memo.split_block(state, frame, replay_of)
         if replayed.height:
             rest[replayed["i"].to_numpy()] = False
-        fed[left["i"].to_numpy()] = np.arange(left.height)
-        msgs, hosts, pids, tids, devs = (left[c].to_list() for c in ("msg", "host", "pid", "tid", "cuda_dev"))
-    dispatch = nccl_messages.dispatch
+            replays.append((replayed, reps))
+        fed[rows["i"].to_numpy()] = np.arange(rows.height) + sum(f.height for f in left)
+        left.append(rows)
+    n_info = left[0].height if cut and cut[0][0] is block.fed else 0
+    msgs, hosts, pids, tids, devs = ([v for f in left for v in f[c].to_list()] for c in ("msg", "host", "pid", "tid", "cuda_dev"))
+    dispatch, warn = nccl_messages.dispatch, partial(nccl_memo.dispatch, state, state.warn_memo, nccl_errors.warn_message)
     snapshot = dict(state.thread_comm)
     idx = np.flatnonzero(rest)
     for i, k in zip(idx.tolist(), fed[idx].tolist()):
+        if k >= n_info:
+            warn(msgs[k], hosts[k], pids[k], tids[k], devs[k], base + i + 1)
+            continue
         if k >= 0:
             if not dispatch(state, msgs[k], hosts[k], pids[k], tids[k], devs[k], base + i + 1):
                 _unknown(state, data[offs[i]:offs[i + 1] - 1].decode("utf-8", "replace").rstrip("\r"),
@@ -189,7 +193,7 @@ def _parse_block(state: LogState, data: bytes, base: int, offset: int, bare: boo
             continue
         raw = data[offs[i]:offs[i + 1] - 1]
         _line(state, raw, base + i + 1, partial(_offset_in_block, offs, i, offset), False, has_nul)
-    if replayed is not None:
+    for replayed, reps in replays:
         nccl_memo.add_rows(state, replayed, reps, base, partial(nccl_bulk.comm_attribution, state, snapshot=snapshot))
     nccl_bulk.finish(state, block, base, snapshot)
     return n

@@ -156,6 +156,8 @@ class LogState:
     graph_seq: dict[Key, int] = field(default_factory=dict)
     #: distinct INFO message -> its recorded effects, or None when its handler is not pure (nccl_memo)
     memo: dict[str, Any] = field(default_factory=dict)
+    #: the same for WARN lines, by their text after ``host:pid:tid [dev] `` (``nccl_errors.warn_message``)
+    warn_memo: dict[str, Any] = field(default_factory=dict)
     #: inside an nccl-tests result table
     tests_table: bool = False
     unknown: int = 0

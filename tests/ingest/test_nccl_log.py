@@ -471,6 +471,45 @@ def test_bulk_edges_agree_with_the_per_line_path(tmp_path: Path) -> None:
     parse(tmp_path, text, block_size=61)
 
 
+#: WARN lines at the edge of what the bulk path cuts (``_WARN_SHAPE``): each must give the per-line path's row
+WARN_EDGES = [
+    "node-1:4242:4243 [0] misc/nvmlwrap.cc:181 NCCL WARN nvmlDeviceGetHandleByPciBusId() failed: Not Found",
+    "node-1:4242:4243 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.1<53249> with error 4,"
+    " opcode 32, len 0, vendor err 81 (Recv) localGid ::ffff:10.0.0.2 remoteGids::ffff:10.0.0.1 hca mlx5_0",
+    "node-1:4242:4243 [2] init.cc:1234 (ncclCommInitRankFunc) NCCL WARN Cuda failure 'out of memory'   \r",
+    "node-1:4242:4243 [2] init.cc:1234 (my func) NCCL WARN a blank in the function",
+    "node-1:4242:4243 [-1] a.cc:1 NCCL WARN",  # no message, negative device
+    "node-1:4242:4243 [0] a.cc:1 NCCL WARN\r",
+    "node-1:4242:4243 [0] a.cc:1 NCCL WARNING not the level word",
+    "node-1:4242:4243 [0] a.cc:1 NCCL WARN quoting a line: x:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC",
+    "node-1:4242:4243 [0] a\x1f.cc:1 NCCL WARN a blank only Python sees in the source file",
+    "node\t1:4242:4243 [0] a.cc:1 NCCL WARN a tab in the host",
+    "n" * 190 + ":4242:4243 [0] a.cc:1 NCCL WARN past the per-line path's 200-character window",
+    "[0] a.cc:1 NCCL WARN no host",
+    "[1,0]<stdout>:node-3:9:9 [2] a.cc:1 NCCL WARN behind a wrapper",
+    "node-4:1:2 [x] a.cc:1 NCCL WARN not a device",
+    "node-4:1:2 [0] a.cc:x NCCL WARN not a line number",
+    "n\u00e9:1:2 [0] a.cc:1 NCCL WARN not ASCII",
+    "node-5:1:2 [0] NCCL WARN no source file",
+]
+
+
+def test_warn_lines_cut_in_bulk_agree_with_the_per_line_path(tmp_path: Path) -> None:
+    """Each WARN edge, and ranks repeating real WARN lines: bulk cut, replayed by column or by line, or parsed
+    line by line without the memo, always the per-line path's rows."""
+    info = parse(tmp_path, "".join(ln + "\n" for ln in WARN_EDGES))
+    # "WARNING" is no level word; the line quoting an INFO line is read as that line (a connection)
+    assert info["df"]["nccl_warnings"].height == len(WARN_EDGES) - 2 and info["df"]["nccl_connections"].height == 1
+    warns = [ln.split("] ", 1)[1] for f in sorted(LOGS.glob("*.log")) for ln in f.read_text(errors="replace").splitlines()
+             if " NCCL WARN" in ln and "] " in ln]
+    f = tmp_path / "warn.log"
+    f.write_text("".join(f"node-{r % 3}:{100 + r}:{200 + r} [{r % 8}] {w}\n" for r in range(4) for w in warns))
+    a = parse(tmp_path, f.read_text(), name="warn.log")
+    assert a["tables"]["nccl_warnings"] == 4 * len(warns) and "warn_func" not in a["fingerprints"]
+    _assert_same(a, _without_memo(f))
+    _assert_same(a, _replayed_by_lines(f))
+
+
 def _without_memo(f: Path) -> dict[str, Any]:
     """Every message through its handler, line by line (no replay, per line or column by column)."""
     orig = nccl_memo.record

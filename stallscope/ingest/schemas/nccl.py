@@ -31,6 +31,8 @@ PREFIX_RE = re.compile(
     r"(?:(?P<src>[^\s:\[\]]+):(?P<sline>\d+)(?: \((?P<func>[^)]*)\))? )?"
     r"NCCL (?P<level>INFO|WARN|TRACE|CALL)(?: |$)"
 )
+#: a WARN line's text after ``host:pid:tid [dev] ``: PREFIX_RE's ``src``, ``sline`` and ``func`` groups and the level
+WARN_HEAD_RE = re.compile(r"(?P<src>[^\s:\[\]]+):(?P<sline>\d+)(?: \((?P<func>[^)]*)\))? NCCL WARN(?: |$)")
 #: where the level word starts; PREFIX_RE is then run on the short text before it (cheap)
 LEVEL_RE = re.compile(r"NCCL (?:INFO|WARN|TRACE|CALL)(?: |$)")
 
