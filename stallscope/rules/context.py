@@ -42,6 +42,9 @@ HOST_SHARE = 0.75
 OWN_EXCESS_SHARE = 0.02
 #: the origins of lateness are the culprits, not jitter, when they recover this share of the jitter what-if
 ORIGINS_EXPLAIN = 0.8
+#: this many origins of lateness besides the chosen stragglers make the lateness spread (jitter),
+#: unless the chosen ranks recover ``ORIGINS_EXPLAIN`` of the jitter what-if
+SPREAD_ORIGINS = 3
 
 
 #: per-rank step-time noise every healthy cluster has (kernel-time variation, clocks, OS):
@@ -323,7 +326,8 @@ class Context:
                     alt.update(chosen=chosen, chosen_lost=set_lost)
                     late_steps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(chosen))
                     persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
-        if chosen and set_lost >= 0.01 and set_lost >= 0.5 * jit and not self._takes_turns(chosen):
+        if (chosen and set_lost >= 0.01 and set_lost >= 0.5 * jit and not self._takes_turns(chosen)
+                and not self._origins_spread(chosen, set_lost)):
             host = self.whole_host_of(chosen)
             if host is not None:
                 return SyncVerdict("host", self.d.ranks_of(host), host, max(set_lost, host_lost), jit, late_steps, persistent, alt)
@@ -533,6 +537,19 @@ class Context:
             return []
         top = max(gains, key=lambda r: gains[r] or 0.0)
         return [int(top)] if (gains[top] or 0.0) > 0 else []
+
+    def _origins_spread(self, chosen: list[int], set_lost: float) -> bool:
+        """Jitter, not stragglers: besides the chosen ranks, at least ``SPREAD_ORIGINS`` others
+        are origins of lateness (their own work grew in a step where they were late), and the
+        chosen ranks recover less than ``ORIGINS_EXPLAIN`` of what removing every rank's
+        variation does. A straggler's own work grows while its peers' does not; when the
+        variation that makes ranks late is spread over many of them, the few that were latest in
+        a short profile (three steps: each step has its latest rank) only look like culprits."""
+        others = self.origins - set(chosen)
+        if len(others) < SPREAD_ORIGINS:
+            return False
+        full = max(self.lost_to_jitter() or 0.0, self.lost_to_jitter(across_groups=True) or 0.0)
+        return set_lost < ORIGINS_EXPLAIN * full
 
     def _takes_turns(self, chosen: list[int]) -> bool:
         """Jitter, not stragglers: in the steps where no chosen rank was late, other ranks (at

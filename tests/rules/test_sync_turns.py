@@ -65,3 +65,25 @@ def test_a_persistent_straggler_is_an_origin_its_waiting_peer_is_not() -> None:
     late = {step: [5, 7] for step in range(6)}
     ctx = _ctx_breakdown(rows, late, persistent=[5, 7])
     assert ctx.origins == {5}
+
+
+def _ctx_origins(origins: set[int], jitter: float, jitter_across: float) -> Context:
+    ctx = Context(store=None, job="j", d=None)  # type: ignore[arg-type]
+    ctx.__dict__.update(origins=origins, timeline=object(),
+                        _lost_cache={("jitter", False): jitter, ("jitter", True): jitter_across})
+    return ctx
+
+
+def test_lateness_spread_over_many_origins_is_jitter_not_the_latest_two() -> None:
+    # seed 14000 #0078: 3 steps, 5 origins; ranks 3 and 9, the latest of their steps, recover
+    # 11.5 % of the 22.7 % that removing every rank's variation does
+    ctx = _ctx_origins({0, 2, 3, 9, 11}, jitter=0.211, jitter_across=0.227)
+    assert ctx._origins_spread([3, 9], 0.1155)
+    # ... but a straggler that recovers most of it stays one, however many ranks are noisy
+    assert not ctx._origins_spread([3, 9], 0.20)
+
+
+def test_a_straggler_with_few_other_origins_is_not_jitter() -> None:
+    ctx = _ctx_origins({7, 12, 30}, jitter=0.06, jitter_across=0.06)
+    assert not ctx._origins_spread([7], 0.024)  # two other origins: not spread
+    assert not _ctx_origins(set(), 0.06, 0.06)._origins_spread([7], 0.01)  # the breakdown cannot tell
