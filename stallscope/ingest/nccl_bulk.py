@@ -176,7 +176,7 @@ def _prefixes(heads: pl.Series) -> pl.DataFrame:
 
 def _distinct(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
     """(codes, values): ``s == values[codes]``. A big log repeats its prefixes and most of its messages."""
-    enc = pc.dictionary_encode(s.to_arrow())
+    enc = pc.dictionary_encode(s.to_arrow(compat_level=pl.CompatLevel.newest()))
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks()
     idx = enc.indices  # int32 without nulls (every kept line has a prefix and a message)
@@ -193,18 +193,23 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) ->
     message handlers, which then skip the prefix work.
     """
     lines = pl.Series("l", arr)
-    nccl_mask = lines.str.contains("NCCL", literal=True)
-    nccl = np.flatnonzero(nccl_mask.to_numpy())
     pos = lines.str.find(_INFO, literal=True)
     ascii_ok = _ascii_lines(arr, offs)
     if ascii_ok is not None:
         pos = pos.scatter(np.flatnonzero(~ascii_ok), None)
-    df = pl.DataFrame({"l": lines, "pos": pos}).with_row_index("i")
-    warn = _warnings(df.filter(pl.col("pos").is_null()), ascii_ok) if feed else None
-    df = df.filter(pl.col("pos").is_not_null())
-    if df.height == 0:
+    # lines with "] NCCL INFO " contain NCCL: the substring search only on the others
+    found = pos.is_not_null().to_numpy()
+    other = np.flatnonzero(~found)
+    others = pl.DataFrame({"i": pl.Series(other, dtype=pl.UInt32), "l": lines.gather(other)})
+    others = others.filter(pl.col("l").str.contains("NCCL", literal=True))
+    nccl_mask = found.copy()
+    nccl_mask[others["i"].to_numpy()] = True
+    nccl = np.flatnonzero(nccl_mask)
+    warn = _warnings(others, ascii_ok) if feed else None
+    at = np.flatnonzero(found)
+    if len(at) == 0:
         return Block(nccl, np.empty(0, dtype=np.int64), None, None, warn=warn)
-    df = df.select("i", head=pl.col("l").str.slice(0, pl.col("pos")), msg=pl.col("l").str.slice(pl.col("pos") + len(_INFO)))
+    df = _cut(arr.buffers()[2], offs, at, pos.gather(at).to_numpy())
     hcode, heads = _distinct(df["head"])
     pre = _prefixes(heads)
     kept = np.flatnonzero(pre["keep"].to_numpy()[hcode])
@@ -233,8 +238,26 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) ->
     return block
 
 
+def _cut(data: pa.Buffer, offs: np.ndarray, at: np.ndarray, pos: np.ndarray) -> pl.DataFrame:
+    """Columns i, head, msg: lines ``at`` cut around ``"] NCCL INFO "`` (at byte ``pos`` of each; ASCII lines).
+
+    No text is copied: one string array over the block's bytes takes four values per line (head,
+    the cut text, message with its newline, the bytes up to the next such line), and the heads and
+    messages are every fourth value of it.
+    """
+    start = offs[at]
+    cuts = np.empty(4 * len(at), dtype=np.int64)
+    cuts[0::4] = start
+    cuts[1::4] = start + pos
+    cuts[2::4] = cuts[1::4] + len(_INFO)
+    cuts[3::4] = offs[at + 1]
+    parts = pl.Series(pa.LargeStringArray.from_buffers(len(cuts) - 1, pa.py_buffer(cuts), data))
+    return pl.DataFrame({"i": pl.Series(at, dtype=pl.UInt32), "head": parts.gather(np.arange(0, len(cuts) - 1, 4)),
+                         "msg": parts.gather(np.arange(2, len(cuts) - 1, 4))})
+
+
 def _warnings(df: pl.DataFrame, ascii_ok: np.ndarray | None) -> pl.DataFrame | None:
-    """The WARN lines among ``df`` (columns i, l: lines without an INFO prefix) that have :data:`_WARN_SHAPE`,
+    """The WARN lines among ``df`` (columns i, l: NCCL lines without an INFO prefix) that have :data:`_WARN_SHAPE`,
     cut after ``host:pid:tid [dev] `` (:attr:`Block.warn`); None when there are none."""
     df = df.filter(pl.col("l").str.contains(" NCCL WARN", literal=True))
     if ascii_ok is not None:
