@@ -172,8 +172,11 @@ def _parse_block(state: LogState, data: bytes, base: int, offset: int, bare: boo
     rest = nccl.copy()
     rest[block.taken] = False
     # program output: only '#' lines (nccl-tests) matter, and every line while a result table is open
-    starts_hash = pc.starts_with(arr, "#").to_numpy(zero_copy_only=False) & ~nccl
-    if state.tests_table or (starts_hash.any() and pc.any(pc.match_substring_regex(arr, r"^#\s+size\s+count\s+type")).as_py()):
+    hashed = np.flatnonzero(np.frombuffer(data, dtype=np.uint8)[offs[:-1]] == ord("#"))  # by each line's first byte
+    starts_hash = np.zeros(n, dtype=bool)
+    starts_hash[hashed] = True
+    starts_hash &= ~nccl
+    if state.tests_table or (starts_hash.any() and pc.any(pc.match_substring_regex(arr.take(hashed), r"^#\s+size\s+count\s+type")).as_py()):
         rest |= ~nccl
     else:
         rest |= starts_hash
