@@ -22,6 +22,8 @@ from stallscope.store.schema.nccl import NCCL_TABLES
 BATCH_ROWS = 50_000
 #: connection rows kept for end-of-file resolution of ``inter_node`` before they are written anyway
 MAX_DEFERRED_CONNECTIONS = 200_000
+#: buffers with fewer rows are built by pyarrow (:meth:`RowBuffer.to_arrow`)
+ARROW_ROWS = 4096
 #: tables kept whole (as dicts) until the end of the file
 DEFERRED = ("nccl_comms", "nccl_net", "watchdog_timeouts")
 #: deferred tables whose end-of-file completion also takes frames of rows (replayed column by column)
@@ -53,33 +55,41 @@ class RowBuffer:
     def to_arrow(self) -> pa.Table:
         """The buffered rows as a table of the registered schema; values that do not fit become null.
 
-        Built by polars: column by column where every value already has its column's type (about
-        twice as fast as from row tuples), else from the row tuples (which also converts, e.g.
-        ``"1"`` in an integer column), and only when some value still does not fit, one value at a
-        time.
+        Built column by column where every value already has its column's type: by pyarrow for
+        fewer than :data:`ARROW_ROWS` rows or a table with list columns (polars' setup of a column
+        costs more than its values), else by polars; otherwise by polars from the row tuples (which
+        also converts, e.g. ``"1"`` in an integer column), and only when some value still does not
+        fit, one value at a time.
         """
         if not self.rows:
             return self.schema.empty_table()
-        schema = self.pl_schema
-        if self._flat:
+        by_columns = self.by_arrow_columns if len(self.rows) < ARROW_ROWS or not self._flat else self.by_polars_columns
+        for build in (by_columns, self.by_rows):
             try:
-                values = zip(*self.rows)
-                df = pl.DataFrame([pl.Series(n, v, dtype=schema[n], strict=True) for n, v in zip(self.columns, values)])
-                return arrow_table(df, self.schema)
-            except (pl.exceptions.PolarsError, pa.ArrowInvalid, OverflowError, TypeError, ValueError):
+                return build()
+            except (pl.exceptions.PolarsError, pa.ArrowException, OverflowError, TypeError, ValueError):
                 pass
-        try:
-            df = pl.DataFrame(self.rows, schema=schema, orient="row", strict=True)
-            return arrow_table(df, self.schema)
-        except (pl.exceptions.PolarsError, pa.ArrowInvalid, OverflowError, TypeError, ValueError):
-            pass
         cols: list[Any] = list(zip(*self.rows))
         arrays = [pa.array([coerce(v, f.type) for v in values], type=f.type) for f, values in zip(self.schema, cols)]
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
+    def by_arrow_columns(self) -> pa.Table:
+        """The rows by pyarrow, column by column; raises when a value is not of its column's kind."""
+        return pa.Table.from_arrays([pa.array(v, type=f.type) for f, v in zip(self.schema, zip(*self.rows))], schema=self.schema)
+
+    def by_polars_columns(self) -> pa.Table:
+        """The rows by polars, column by column (strict: raises when a value is not of its column's type)."""
+        schema = self.pl_schema
+        df = pl.DataFrame([pl.Series(n, v, dtype=schema[n], strict=True) for n, v in zip(self.columns, zip(*self.rows))])
+        return arrow_table(df, self.schema)
+
+    def by_rows(self) -> pa.Table:
+        """The rows by polars from the row tuples (converts what it can; raises on what it cannot)."""
+        return arrow_table(pl.DataFrame(self.rows, schema=self.pl_schema, orient="row", strict=True), self.schema)
+
     @property
     def _flat(self) -> bool:
-        """No nested (list) column: building column by column is faster only then."""
+        """No nested (list) column: polars builds those slowly column by column."""
         return not any(t.is_nested() for t in self.pl_schema.values())
 
     @property

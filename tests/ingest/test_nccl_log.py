@@ -63,12 +63,20 @@ def test_hot_table_column_order_matches_specs() -> None:
 
 
 def test_row_buffer_builds_the_same_table_by_columns_and_by_rows() -> None:
-    """RowBuffer.to_arrow column by column (values of their column's type) gives what it gives from row
-    tuples; values of another type (text in a number column, numbers that overflow) take the row path."""
-    from stallscope.ingest.nccl_state import RowBuffer
+    """RowBuffer.to_arrow column by column (pyarrow or polars: values of their column's type) gives what it
+    gives from row tuples; values of another type (text in a number column, numbers that overflow) take the
+    row path, or are made to fit one by one."""
+    import pyarrow as pa
 
-    class ByRows(RowBuffer):
-        _flat = False  # type: ignore[assignment]
+    from stallscope.ingest.nccl_state import RowBuffer, coerce
+
+    def reference(buf: RowBuffer) -> pa.Table:
+        try:
+            return buf.by_rows()
+        except (pl.exceptions.PolarsError, pa.ArrowException, OverflowError, TypeError, ValueError):
+            cols = list(zip(*buf.rows))
+            return pa.Table.from_arrays([pa.array([coerce(v, f.type) for v in c], type=f.type) for f, c in zip(buf.schema, cols)],
+                                        schema=buf.schema)
 
     tables: dict[str, list[tuple[Any, ...]]] = {}
     for f in sorted(LOGS.glob("*.log")):
@@ -76,13 +84,29 @@ def test_row_buffer_builds_the_same_table_by_columns_and_by_rows() -> None:
             tables.setdefault(name, []).extend(pl.from_arrow(t).rows())  # type: ignore[union-attr]
     odd = {"nccl_env": [("h", "12", 3, 1, "NAME", 5, "f", 1), ("h", 1 << 70, 3, True, "N", "v", "f", 2.0)],
            "nccl_facts": [("h", 1, 2, 1 << 40, "k", None, "m", "f", "7")]}
+    # one odd value at a time in every column: where a column-by-column build takes it, it must agree
+    kinds = {"int": [True, 2.0, 2.5, "12", 1 << 70, float("nan")], "float": [3, True, "1.5"], "str": [5, True, 1.5],
+             "bool": [1, 0, 2, "x", 1.0], "list": [(1, 2), [1, "2"], [True], [1.0], "ab", [None, 1]]}
     for spec in NCCL_TABLES:
-        for rows in (tables.get(spec.name, []), odd.get(spec.name, [])):
+        for c in spec.schema:
+            t = c.type
+            kind = ("int" if pa.types.is_integer(t) else "float" if pa.types.is_floating(t) else "str" if pa.types.is_string(t)
+                    else "bool" if pa.types.is_boolean(t) else "list")
+            odd.setdefault(spec.name, []).extend(tuple(v if g.name == c.name else None for g in spec.schema) for v in kinds[kind])
+    for spec in NCCL_TABLES:
+        for rows in (tables.get(spec.name, []), odd.get(spec.name, []), *([r] for r in odd.get(spec.name, []))):
             if not rows:
                 continue
-            a, b = RowBuffer(spec.name, spec.schema), ByRows(spec.name, spec.schema)
-            a.rows, b.rows = list(rows), list(rows)
-            assert a.to_arrow().equals(b.to_arrow()), spec.name
+            buf = RowBuffer(spec.name, spec.schema)
+            buf.rows = list(rows)
+            ref = reference(buf)
+            assert buf.to_arrow().equals(ref), spec.name
+            for build in (buf.by_arrow_columns, buf.by_polars_columns):
+                try:
+                    got = build()
+                except (pl.exceptions.PolarsError, pa.ArrowException, OverflowError, TypeError, ValueError):
+                    continue
+                assert got.equals(ref), (spec.name, build.__name__, rows[:1])
     assert sum(map(len, tables.values())) > 500
 
 
