@@ -1,8 +1,9 @@
-"""Attribution accuracy on bundles from two independent simulators (see README.md).
+"""Attribution accuracy on bundles from three independent simulators (see README.md).
 
     python benchmarks/crosscheck/run.py [--only NAME,...] [--json OUT] [--keep DIR]
 
-Writes every bundle of ``specs.SPECS`` (96: 52 from ``ddp_sim``, 44 from ``pipeline_sim``) into a
+Writes every bundle of ``specs.SPECS`` (126: 52 from ``ddp_sim``, 44 from ``pipeline_sim``, 30 from
+``fabric_sim``, the only ones with NCCL debug logs) into a
 temporary directory, one at a time, runs ``stallscope.api.postmortem(bundle, store=<fresh dir>,
 workers=1)`` on it and scores the answer the way ``benchmarks/attribution_eval.py`` does:
 
@@ -17,7 +18,7 @@ workers=1)`` on it and scores the answer the way ``benchmarks/attribution_eval.p
 * **false positive** = a healthy bundle (truth ``none``) with any non-input finding >= medium.
 
 One line per bundle: ``OK``/``BAD``, the truth, the answer, the deciding finding's rule, severity
-and lost fraction against the true lost fraction (pipeline_sim only; ``-`` where unknown).  A line
+and lost fraction against the true lost fraction (pipeline_sim and fabric_sim; ``-`` where unknown).  A line
 is ``BAD`` when the cause is wrong, the culprit is wrong, or it is a false positive.  Exits 0
 whatever the score: this is a measurement, not a test.  ``--keep DIR`` leaves the bundles (and a
 ``<name>.truth.json`` each) in DIR.
@@ -188,7 +189,7 @@ def main() -> None:
             print(line(r), flush=True)
     wall = time.perf_counter() - t0
     print()
-    for gen in ("ddp", "pipeline"):
+    for gen in ("ddp", "pipeline", "fabric"):
         part = [r for r in results if r["generator"] == gen]
         if part and len(part) < len(results):
             print(summary(part, f"{gen + '_sim':<13}"))

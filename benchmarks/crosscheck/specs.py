@@ -1,16 +1,17 @@
 """Every bundle of the cross-check set: generator, its keyword arguments and the ground truth.
 
-Two sets, made by two reviewers with two independent simulators (``ddp_sim`` and
-``pipeline_sim``, see README.md):
+Three sets, made by three reviewers with three independent simulators (``ddp_sim``,
+``pipeline_sim`` and ``fabric_sim``, see README.md):
 
-* ``generator`` -- ``"ddp"`` (``ddp_sim.Cfg``) or ``"pipeline"`` (``pipeline_sim.Cfg``);
+* ``generator`` -- ``"ddp"`` (``ddp_sim.Cfg``), ``"pipeline"`` (``pipeline_sim.Cfg``) or ``"fabric"``
+  (``fabric_sim.Cfg``: bundles with NCCL debug logs);
 * ``kwargs`` -- the ``Cfg`` fields that differ from the defaults (the seed fixes every byte);
 * ``cause`` -- ``none``, ``synchronization``, ``locality`` or ``fabric``;
 * ``ranks`` / ``hosts`` -- the culprit ranks and culprit host *indices* (0-based, in the order
   of the generator's ``hostfmt``); empty when the cause has no culprit (fabric, job-wide jitter).
-  ``pipeline_sim`` truths also name the host of a culprit rank;
+  ``pipeline_sim`` and ``fabric_sim`` truths also name the host of a culprit rank;
 * ``lost`` -- the true lost fraction, ``(makespan - healthy makespan) / makespan``, as the
-  pipeline simulator computed it when the set was made (``ddp_sim`` has no healthy twin: None).
+  pipeline and fabric simulators computed it when the set was made (``ddp_sim`` has no healthy twin: None).
   ``write`` recomputes it, so a drift of the simulator shows up;
 * ``note`` -- what is special about a variant.
 
@@ -28,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ddp_sim  # noqa: E402
+import fabric_sim  # noqa: E402
 import pipeline_sim  # noqa: E402
 
 
@@ -45,6 +47,8 @@ class Spec:
     def cfg(self) -> Any:
         if self.generator == "ddp":
             return ddp_sim.Cfg(name=self.name, **self.kwargs)
+        if self.generator == "fabric":
+            return fabric_sim.Cfg(name=self.name, **self.kwargs)
         return pipeline_sim.Cfg(**self.kwargs)
 
     def host_names(self) -> list[str]:
@@ -53,9 +57,11 @@ class Spec:
         return [fmt.format(h + 1) for h in self.hosts]
 
     def write(self, outdir: str | Path) -> dict[str, Any]:
-        """Write the bundle into ``outdir`` (replaced): ``paths`` and, for pipeline_sim, ``lost_frac``."""
+        """Write the bundle into ``outdir`` (replaced): ``paths`` and, for pipeline_sim and fabric_sim, ``lost_frac``."""
         if self.generator == "ddp":
             return {"paths": ddp_sim.write_bundle(self.cfg(), str(outdir)), "lost_frac": None}
+        if self.generator == "fabric":
+            return fabric_sim.write_bundle(self.cfg(), str(outdir))
         return pipeline_sim.write_bundle(self.cfg(), str(outdir))
 
 
@@ -170,6 +176,38 @@ SPECS: list[Spec] = [
     S("p_l2_pa", "pipeline", dict(nodes=4, gpn=4, tp=1, pp=4, layers=2, seed=30, fault='slow_host', culprit_host=1, slow=0.3, pp_sync=True, p2p_peer_ann=True), "locality", [4, 5, 6, 7], [1], lost=0.0335, note="p2p annotations name the peer"),
     S("p_s1_nc", "pipeline", dict(pp=2, layers=2, seed=28, fault='straggler', culprit_rank=10, slow=0.3, pp_sync=True, clock_ms=0.001), "synchronization", [10], [1], lost=0.1662, note="clocks aligned"),
     S("p_s1_pa", "pipeline", dict(pp=2, layers=2, seed=28, fault='straggler', culprit_rank=10, slow=0.3, pp_sync=True, p2p_peer_ann=True), "synchronization", [10], [1], lost=0.1662, note="p2p annotations name the peer"),
+
+    # --- fabric_sim: DDP / FSDP / HSDP / TP+DP jobs with NCCL debug logs (one per process or per host)
+    S("l_h1", "fabric", dict(mode='ddp', nodes=2, gpn=8, seed=301), "none", [], [], lost=0.0, note='DDP, NCCL 2.21.5, one log per process'),
+    S("l_h2", "fabric", dict(mode='fsdp', nodes=4, gpn=4, seed=302, nccl='2.18.1', log_layout='host', log_prefix='torchrun', subsys='all'), "none", [], [], lost=0.0, note='FSDP, NCCL 2.18.1 busId brackets, per-host torchrun capture, NET/GRAPH lines'),
+    S("l_h3", "fabric", dict(mode='tp', nodes=2, gpn=8, seed=303, nccl='2.20.5', log_hosts=[0]), "none", [], [], lost=0.0, note="TP+DP, only host 0's logs"),
+    S("l_h4", "fabric", dict(mode='hsdp', nodes=3, gpn=4, seed=304, nccl='2.17.1', naming='rank', with_args=False), "none", [], [], lost=0.0, note='HSDP, rank<N> traces without host names (hosts only in the logs), no collective metadata'),
+    S("l_h5", "fabric", dict(mode='ddp', nodes=8, gpn=4, seed=305, link='RoCE', float_ts=False, gz=True, log_layout='host'), "none", [], [], lost=0.0, note='32 ranks, RoCE, integer timestamps, gzip'),
+    S("l_s1", "fabric", dict(mode='ddp', nodes=2, gpn=8, seed=311, scenario='socket', socket_gbs=3.0), "fabric", [], [], lost=0.8181, note='NET/Socket everywhere (NCCL_IB_DISABLE echoed)'),
+    S("l_s2", "fabric", dict(mode='fsdp', nodes=4, gpn=4, seed=312, scenario='socket', socket_gbs=6.0, env_echo=False, nccl='2.18.1', log_layout='host'), "fabric", [], [], lost=0.747, note='NET/Socket, libibverbs missing (no env echo)'),
+    S("l_s3", "fabric", dict(mode='tp', nodes=2, gpn=8, seed=313, scenario='socket', socket_gbs=12.0, nccl='2.20.5', log_hosts=[1]), "fabric", [], [], lost=0.3148, note="TP+DP on a fast Socket transport (subtle), only host 1's logs"),
+    S("l_s4", "fabric", dict(mode='hsdp', nodes=4, gpn=4, seed=314, scenario='socket', socket_gbs=3.0, naming='rank'), "fabric", [], [], lost=0.7811, note='HSDP on Socket, rank<N> traces'),
+    S("l_g1", "fabric", dict(mode='fsdp', nodes=4, gpn=4, seed=321, scenario='gdr_off', factor=0.5, subsys='all'), "fabric", [], [], lost=0.1756, note="GDR off everywhere, 'GPU Direct RDMA Disabled for HCA' lines"),
+    S("l_g2", "fabric", dict(mode='ddp', nodes=4, gpn=4, seed=322, scenario='gdr_off', factor=0.45, nccl='2.18.1'), "fabric", [], [], lost=0.1861, note='GDR off everywhere, only the missing /GDRDMA shows it'),
+    S("l_g3", "fabric", dict(mode='tp', nodes=2, gpn=8, seed=323, scenario='gdr_off', factor=0.5, nccl='2.20.5', log_layout='host'), "fabric", [], [], lost=0.0697, note='GDR off, TP+DP (subtle)'),
+    S("l_n1", "fabric", dict(mode='ddp', nodes=4, gpn=4, seed=331, scenario='nic_degraded', factor=0.35, culprit_host=2, culprit_rank=9), "fabric", [8, 9, 10, 11], [2], lost=0.307, note="host 2's NIC flaps (IB async port errors)"),
+    S("l_n2", "fabric", dict(mode='fsdp', nodes=4, gpn=4, seed=332, scenario='nic_degraded', factor=0.5, culprit_host=1, culprit_rank=6, warn_kind='completion', nccl='2.18.1'), "fabric", [4, 5, 6, 7], [1], lost=0.1764, note='host 1: IB completion error 12 WARN'),
+    S("l_n3", "fabric", dict(mode='tp', nodes=2, gpn=8, seed=333, scenario='nic_degraded', factor=0.5, culprit_host=1, culprit_rank=13, drop_hca=True, nccl='2.20.5', log_layout='host', log_prefix='torchrun'), "fabric", [8, 9, 10, 11, 12, 13, 14, 15], [1], lost=0.0697, note='host 1: one HCA missing from NET/IB : Using, async port errors'),
+    S("l_n4", "fabric", dict(mode='ddp', nodes=3, gpn=8, seed=334, scenario='nic_degraded', factor=0.4, culprit_host=0, culprit_rank=2, log_hosts=[0, 2]), "fabric", [0, 1, 2, 3, 4, 5, 6, 7], [0], lost=0.0632, note='subtle, logs of hosts 0 and 2 only'),
+    S("l_n5", "fabric", dict(mode='ddp', nodes=2, gpn=8, seed=335, grad_mb=96.0, scenario='nic_degraded', factor=0.5, culprit_host=1, culprit_rank=12, warn_kind='none', drop_hca=True, nccl='2.17.1'), "fabric", [8, 9, 10, 11, 12, 13, 14, 15], [1], lost=0.1333, note='host 1: an HCA missing, no WARN at all'),
+    S("l_p1", "fabric", dict(mode='ddp', nodes=2, gpn=8, seed=341, scenario='p2p_off', factor=0.1, culprit_host=1), "locality", [8, 9, 10, 11, 12, 13, 14, 15], [1], lost=0.3321, note='host 1 on SHM (NCCL_P2P_DISABLE echoed)'),
+    S("l_p2", "fabric", dict(mode='tp', nodes=4, gpn=4, seed=342, scenario='p2p_off', factor=0.12, culprit_host=2, env_echo=False, nccl='2.18.1', log_layout='host'), "locality", [8, 9, 10, 11], [2], lost=0.4527, note='host 2 on SHM without any env echo'),
+    S("l_p3", "fabric", dict(mode='hsdp', nodes=2, gpn=8, seed=343, scenario='p2p_off', factor=0.15, culprit_host=0, subsys='all', nccl='2.20.5'), "locality", [0, 1, 2, 3, 4, 5, 6, 7], [0], lost=0.1633, note='HSDP, host 0 on SHM'),
+    S("l_p4", "fabric", dict(mode='fsdp', nodes=4, gpn=4, seed=344, scenario='p2p_off', factor=0.1, culprit_host=3, env_echo=False), "locality", [12, 13, 14, 15], [3], lost=0.3831, note='SHM at 15 GB/s, no env echo'),
+    S("l_p5", "fabric", dict(mode='ddp', nodes=4, gpn=8, seed=345, scenario='p2p_off', factor=0.1, culprit_host=1, log_hosts=[1]), "locality", [8, 9, 10, 11, 12, 13, 14, 15], [1], lost=0.3461, note="32 ranks, only the culprit host's logs"),
+    S("l_x1", "fabric", dict(mode='ddp', nodes=4, gpn=4, seed=351, scenario='cross_socket', factor=0.4, culprit_host=1, subsys='all'), "locality", [4, 5, 6, 7], [1], lost=0.2432, note="host 1's NIC across sockets: path SYS, GDR disabled there"),
+    S("l_x2", "fabric", dict(mode='fsdp', nodes=2, gpn=8, seed=352, scenario='cross_socket', factor=0.3, culprit_host=0, grad_mb=96.0, nccl='2.18.1'), "locality", [0, 1, 2, 3, 4, 5, 6, 7], [0], lost=0.462, note='host 0 cross-socket, only the missing /GDRDMA on its side shows it'),
+    S("l_x3", "fabric", dict(mode='tp', nodes=2, gpn=8, seed=353, scenario='cross_socket', factor=0.5, culprit_host=1, subsys='all', nccl='2.20.5', log_layout='host'), "locality", [8, 9, 10, 11, 12, 13, 14, 15], [1], lost=0.0696, note='TP+DP, host 1 cross-socket (subtle)'),
+    S("l_x4", "fabric", dict(mode='hsdp', nodes=4, gpn=4, seed=354, scenario='cross_socket', factor=0.35, culprit_host=3, subsys='all', nccl='2.17.1', log_hosts=[1, 3]), "locality", [12, 13, 14, 15], [3], lost=0.2368, note='HSDP, logs of hosts 1 and 3 only'),
+    S("l_c1", "fabric", dict(mode='ddp', nodes=2, gpn=8, seed=361, scenario='straggler', factor=0.25, culprit_rank=11), "synchronization", [11], [1], lost=0.1807, note='compute straggler, healthy logs'),
+    S("l_c2", "fabric", dict(mode='fsdp', nodes=4, gpn=4, seed=362, scenario='straggler', factor=0.12, culprit_rank=6, nccl='2.18.1', log_layout='host'), "synchronization", [6], [1], lost=0.0921, note='subtle straggler'),
+    S("l_c3", "fabric", dict(mode='tp', nodes=2, gpn=8, seed=363, scenario='straggler', factor=0.2, culprit_rank=3, nccl='2.20.5', log_hosts=[0]), "synchronization", [3], [0], lost=0.1122, note="TP+DP straggler, only host 0's logs"),
+    S("l_c4", "fabric", dict(mode='hsdp', nodes=3, gpn=4, seed=364, scenario='straggler', factor=0.3, culprit_rank=9, naming='rank', with_args=False), "synchronization", [9], [2], lost=0.2106, note='HSDP straggler, rank<N> traces, no metadata'),
 ]
 
 BY_NAME: dict[str, Spec] = {s.name: s for s in SPECS}
