@@ -74,13 +74,14 @@ _WARN_SHAPE = (r"^[A-Za-z0-9_.-]+:[0-9]{1,18}:[0-9]{1,18} \[-?[0-9]{1,9}\] [A-Za
 _WARN_PARTS = r"^(?P<host>[^:]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+) \[(?P<cuda_dev>-?[0-9]+)\] (?P<msg>.*)"
 
 
-def lines_array(data: bytes) -> tuple[pa.LargeStringArray, np.ndarray] | None:
-    """The lines of ``data`` (which ends with a newline) as a string array, each value keeping its ``\\n``.
+def lines_array(data: bytes, end: int | None = None) -> tuple[pa.LargeStringArray, np.ndarray] | None:
+    """The lines of ``data[:end]`` (which ends with a newline) as a string array over ``data``, each
+    value keeping its ``\\n``.
 
     Returns (array, offsets) with offsets[i] the start of line i; None when the block is not
     valid UTF-8 (the caller then uses the per-line path, which decodes with replacement).
     """
-    buf = np.frombuffer(data, dtype=np.uint8)
+    buf = np.frombuffer(data, dtype=np.uint8, count=len(data) if end is None else end)
     nl = np.flatnonzero(buf == 10)
     offs = np.empty(len(nl) + 1, dtype=np.int64)
     offs[0] = 0

@@ -136,7 +136,7 @@ def _parse_stream(state: LogState, stream: ByteStream) -> None:
         if cut < 0:
             pending = data
         else:
-            line_no += _parse_block(state, data[:cut + 1], line_no, offset, bare)
+            line_no += _parse_block(state, data, cut + 1, line_no, offset, bare)
             offset += cut + 1
             pending = data[cut + 1:]
         if len(pending) > MAX_LINE_BYTES:
@@ -149,23 +149,23 @@ def _parse_stream(state: LogState, stream: ByteStream) -> None:
     if pending:
         if bare is None:
             bare = b"NCCL INFO" not in pending and b"NCCL WARN" not in pending
-        line_no += _parse_block(state, pending + b"\n", line_no, offset, bare)
+        line_no += _parse_block(state, pending + b"\n", len(pending) + 1, line_no, offset, bare)
     state.lines = line_no
 
 
-def _parse_block(state: LogState, data: bytes, base: int, offset: int, bare: bool) -> int:
-    """Parse whole lines (``data`` ends with a newline); returns how many. ``base``: lines before the block."""
+def _parse_block(state: LogState, data: bytes, end: int, base: int, offset: int, bare: bool) -> int:
+    """Parse the whole lines ``data[:end]`` (``data[end - 1]`` is a newline; not sliced: the block is
+    large); returns how many. ``base``: lines before the block."""
     state.comm_events.clear()
-    la = None if bare else nccl_bulk.lines_array(data)
+    la = None if bare else nccl_bulk.lines_array(data, end)
+    has_nul = data.find(b"\x00", 0, end) >= 0
     if la is None:  # bare mode or invalid UTF-8: every line through the per-line path
-        lines = data[:-1].split(b"\n")
-        has_nul = b"\x00" in data
+        lines = data[:end - 1].split(b"\n")
         for i, raw in enumerate(lines):
             _line(state, raw, base + i + 1, partial(_offset_in_list, lines, i, offset), bare, has_nul)
         return len(lines)
     arr, offs = la
     n = len(arr)
-    has_nul = b"\x00" in data
     block = nccl_bulk.prepare(arr, offs, feed=not has_nul)
     nccl = np.zeros(n, dtype=bool)
     nccl[block.nccl] = True
