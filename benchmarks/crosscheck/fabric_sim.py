@@ -437,6 +437,10 @@ def write_trace(c: Cfg, r: int, evs: list[tuple[Any, ...]], pid: int, off: float
     lr = r % c.gpn
     tid_main, tid_bwd = pid, pid + 117 + lr
     nccl_stream = 28 if c.new else 20
+    # ProcessGroupNCCL gives each process group (communicator) its own stream on the device
+    # (numbered in the order the rank's groups are named, as each process creates them)
+    mine = sorted((g for g in pgs if r in g), key=lambda g: pgs[g][0])
+    pg_stream = {g: nccl_stream + 4 * i for i, g in enumerate(mine)}
     if c.float_ts:
         def T(x: float) -> float | int:
             return round(x + off, 3)
@@ -545,8 +549,8 @@ def write_trace(c: Cfg, r: int, evs: list[tuple[Any, ...]], pid: int, off: float
             x = cpu("record_param_comms", "cpu_op", ts + 2, 38, tid,
                     dict(cargs, **{"Global rank start": 0, "Global rank stride": 1}) if c.with_args else None)
             cc = launch("cudaLaunchKernelExC" if c.new else "cudaLaunchKernel", lt, 9, tid, x, 430 if c.new else 211)
-            gpu("kernel", nccl_kernel(c, kind, nbytes), st, dur, nccl_stream, x, cc, cargs)
-            out.append({"ph": "X", "cat": "gpu_user_annotation", "name": ann, "pid": lr, "tid": nccl_stream,
+            gpu("kernel", nccl_kernel(c, kind, nbytes), st, dur, pg_stream[grp], x, cc, cargs)
+            out.append({"ph": "X", "cat": "gpu_user_annotation", "name": ann, "pid": lr, "tid": pg_stream[grp],
                         "ts": T(st - 0.8), "dur": D(dur + 1.2), "args": {"External id": xa}})
         elif k == "sync":
             _, ts, dur = e
@@ -563,8 +567,8 @@ def write_trace(c: Cfg, r: int, evs: list[tuple[Any, ...]], pid: int, off: float
         {"name": "process_name", "ph": "M", "ts": m, "pid": lr, "tid": 0, "args": {"name": "python3"}},
         {"name": "process_labels", "ph": "M", "ts": m, "pid": lr, "tid": 0, "args": {"labels": "GPU %d" % lr}},
         {"name": "thread_name", "ph": "M", "ts": m, "pid": lr, "tid": 7, "args": {"name": "stream 7 "}},
-        {"name": "thread_name", "ph": "M", "ts": m, "pid": lr, "tid": nccl_stream,
-         "args": {"name": "stream %d " % nccl_stream}},
+        *({"name": "thread_name", "ph": "M", "ts": m, "pid": lr, "tid": st,
+           "args": {"name": "stream %d " % st}} for st in sorted(set(pg_stream.values()))),
         {"name": "thread_name", "ph": "M", "ts": m, "pid": pid, "tid": tid_main,
          "args": {"name": "thread %d (pt_main_thread)" % tid_main}},
         {"name": "thread_name", "ph": "M", "ts": m, "pid": pid, "tid": tid_bwd,
