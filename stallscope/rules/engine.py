@@ -7,8 +7,10 @@ Arbitration (in this order):
 2. When a locality finding blames a host, synchronization findings blaming only that host's
    ranks are dropped: late ranks that are exactly one host's, with that host's placement
    differing, are locality (DESIGN.md).
-3. FAB002 (socket fallback, from the logs) replaces FAB001 (the same bandwidth collapse seen
-   in the traces).
+3. A more specific cause of the inter-node bandwidth collapse replaces FAB001 (the same
+   collapse seen in the traces): FAB002 (socket fallback, from the logs), FAB004 (one host's
+   degraded link), LOC004 (one host's GPU-NIC path) or LOC003 (one host's intra-node hops on
+   SHM, which every ring through it crosses).
 4. Jitter (SYN003) is dropped when a straggler or slow-host finding of medium or higher
    explains the waiting.
 5. Confidence of every finding is scaled by the input quality (missing ranks, truncated
@@ -57,6 +59,8 @@ def arbitrate(ctx: Context, findings: list[Finding]) -> list[Finding]:
                     if t not in pd:
                         pd.append(t)
                 keep.details.setdefault("merged_rules", []).append(other.rule)
+                if other.details.get("affects_inter_node"):
+                    keep.details["affects_inter_node"] = True
                 keep.confidence = max(keep.confidence, other.confidence)
                 loc[h] = keep
             else:
@@ -73,8 +77,8 @@ def arbitrate(ctx: Context, findings: list[Finding]) -> list[Finding]:
     # 3. a more specific cause of the bandwidth collapse replaces the job-wide FAB001: socket
     #    fallback (FAB002), one host's degraded link (FAB004) or one host's GPU-NIC placement (LOC004)
     specific = [f for f in findings if f.rule in ("FAB002", "FAB004")
-                or (f.rule == "LOC004" and f.details.get("affects_inter_node"))
-                or (f.cause == "locality" and "LOC004" in f.details.get("merged_rules", []))]
+                or (f.rule in ("LOC003", "LOC004") and f.details.get("affects_inter_node"))
+                or (f.cause == "locality" and (f.details.get("affects_inter_node") or "LOC004" in f.details.get("merged_rules", [])))]
     if specific:
         for f in findings:
             if f.rule == "FAB001":

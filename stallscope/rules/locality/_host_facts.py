@@ -40,6 +40,28 @@ def host_lost(ctx: Context, host: str, *, intra: bool, inter: bool = False) -> f
     return best
 
 
+def shm_hop_slows_inter(ctx: Context, host: str) -> bool:
+    """Whether ``host``'s ranks take part in inter-node collectives that move bytes far below what
+    the fabric should give (FAB001's test), while inter-node collectives without them, if there
+    are any, do not: the slow hop is on that host (its intra-node SHM path or its NIC), not in
+    the fabric every host shares."""
+    from stallscope.rules.fabric._bandwidth import FAR_BELOW, inter_far_below
+
+    far, inter, _, _, _ = inter_far_below(ctx)
+    if not far or inter.height == 0:
+        return False
+    ranks = ctx.d.ranks_of(host)
+    with_host = set(ctx.d.members.filter(pl.col("rank").is_in(ranks)).join(
+        inter.select("instance_id"), on="instance_id")["instance_id"].unique().to_list())
+    if not with_host:
+        return False
+    without = inter.filter(~pl.col("instance_id").is_in(sorted(with_host)))
+    if without.height == 0:
+        return True
+    ratio_without = float((without["busbw_gbps"] / without["expected_gbps"]).median())
+    return ratio_without >= FAR_BELOW
+
+
 #: a host stands apart when each of its ranks stalls on the host at least this many times more
 #: than the median rank of every other host ...
 APART_FACTOR = 3.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stallscope.rules.base import Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.locality._host_facts import host_lost
+from stallscope.rules.locality._host_facts import host_lost, shm_hop_slows_inter
 from stallscope.rules.placement import log_hosts, placement_differences
 
 
@@ -21,6 +21,10 @@ class P2PDisabled(Rule):
         SHM copies every intra-node message through host memory over PCIe twice: a fraction of
         NVLink/P2P bandwidth. That host's intra-node collectives (tensor parallelism, the
         intra-node phase of every all-reduce) take longer, and the rest of the job waits for it.
+        A ring that spans hosts crosses each host's intra-node hops too, so one host on SHM can
+        hold every inter-node all-reduce to host-memory speed: when the inter-node collectives
+        with that host's ranks run far below what the NICs should carry (and any without them
+        do not), the collapse is this host's, and this finding replaces FAB001.
 
     Evidence it cites:
         Intra-node transports per host (``nccl_connections``), the P2P settings each host echoes
@@ -51,7 +55,11 @@ class P2PDisabled(Rule):
             items = [t for t in diffs.items if "SHM" in t or "P2P is disabled" in t]
             if not items:
                 continue
-            lost = host_lost(ctx, host, intra=True)
+            crosses = shm_hop_slows_inter(ctx, host)
+            lost = host_lost(ctx, host, intra=True, inter=crosses)
+            if crosses:
+                items.append("the job's inter-node collectives, whose rings cross this host's intra-node hops, run far below "
+                             "what the NICs should carry, while those without it (if any) do not")
             summary = (f"On {host}: {'; '.join(items)}. "
                        + (f"Replaying with {host} behaving like its peers saves {fmt_pct(lost)} of the job." if lost
                           else "The traces do not show a measurable cost (no intra-node collectives or late ranks on it)."))
@@ -60,7 +68,7 @@ class P2PDisabled(Rule):
                         confidence=ctx.quality * 0.9, evidence=[e for e in diffs.evidence if "P2P" in e.description or "SHM" in e.description],
                         recommendation=f"On {host}: remove NCCL_P2P_DISABLE / NCCL_P2P_LEVEL, check nvidia-smi topo -m, IOMMU/ACS, "
                                        "and that every process sees all GPUs of the node.",
-                        details={"placement_differences": diffs.items})
+                        details={"placement_differences": diffs.items, "affects_inter_node": crosses})
             if lost is None:
                 f.severity = "low"
             out.append(f)
