@@ -74,18 +74,19 @@ _WARN_SHAPE = (r"^[A-Za-z0-9_.-]+:[0-9]{1,18}:[0-9]{1,18} \[-?[0-9]{1,9}\] [A-Za
 _WARN_PARTS = r"^(?P<host>[^:]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+) \[(?P<cuda_dev>-?[0-9]+)\] (?P<msg>.*)"
 
 
-def lines_array(data: bytes, end: int | None = None) -> tuple[pa.LargeStringArray, np.ndarray] | None:
-    """The lines of ``data[:end]`` (which ends with a newline) as a string array over ``data``, each
-    value keeping its ``\\n``.
+def lines_array(data: bytes, start: int = 0, end: int | None = None) -> tuple[pa.LargeStringArray, np.ndarray] | None:
+    """The lines of ``data[start:end]`` (which ends with a newline) as a string array over ``data``,
+    each value keeping its ``\\n``.
 
-    Returns (array, offsets) with offsets[i] the start of line i; None when the block is not
-    valid UTF-8 (the caller then uses the per-line path, which decodes with replacement).
+    Returns (array, offsets) with offsets[i] the start of line i in ``data``; None when the block is
+    not valid UTF-8 (the caller then uses the per-line path, which decodes with replacement).
     """
-    buf = np.frombuffer(data, dtype=np.uint8, count=len(data) if end is None else end)
+    end = len(data) if end is None else end
+    buf = np.frombuffer(data, dtype=np.uint8, count=end - start, offset=start)
     nl = np.flatnonzero(buf == 10)
     offs = np.empty(len(nl) + 1, dtype=np.int64)
-    offs[0] = 0
-    offs[1:] = nl + 1
+    offs[0] = start
+    offs[1:] = nl + (start + 1)
     arr = pa.LargeStringArray.from_buffers(len(nl), pa.py_buffer(offs), pa.py_buffer(data))
     if len(buf) and buf.max() >= 0x80:  # ASCII is valid UTF-8: the full check only for blocks with other bytes
         try:
@@ -132,10 +133,10 @@ def _ascii_lines(arr: pa.LargeStringArray, offs: np.ndarray) -> np.ndarray | Non
 
     Polars finds substrings by byte offset but slices by character: on ASCII lines the two agree.
     """
-    buf = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[: offs[-1]]
+    buf = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offs[0]: offs[-1]]
     if not len(buf) or buf.max() < 0x80:
         return None
-    high = np.flatnonzero(buf >= 0x80)
+    high = np.flatnonzero(buf >= 0x80) + offs[0]
     if len(high) == 0:
         return None
     ok = np.ones(len(arr), dtype=bool)

@@ -129,16 +129,25 @@ def _parse_stream(state: LogState, stream: ByteStream) -> None:
     line_no = 0
     bare: bool | None = None
     for block in stream:
-        data = pending + block if pending else block
         if bare is None:  # no NCCL prefix anywhere in the first block: the poster stripped it
+            data = pending + block if pending else block
             bare = b"NCCL INFO" not in data and b"NCCL WARN" not in data
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            pending = data
+        first = block.find(b"\n")
+        if first < 0:
+            pending += block
         else:
-            line_no += _parse_block(state, data, cut + 1, line_no, offset, bare)
-            offset += cut + 1
-            pending = data[cut + 1:]
+            origin = offset + len(pending)  # decompressed offset of block[0]
+            start = 0
+            if pending:  # the line begun in earlier blocks, on its own: the block is not copied to prepend it
+                line = pending + block[:first]
+                line_no += 1
+                _line(state, line, line_no, partial(_offset_in_list, [line], 0, offset), bare, b"\x00" in line)
+                start = first + 1
+            cut = block.rfind(b"\n")
+            if cut >= start:
+                line_no += _parse_block(state, block, start, cut + 1, line_no, origin, bare)
+            offset = origin + cut + 1
+            pending = block[cut + 1:]
         if len(pending) > MAX_LINE_BYTES:
             state.long_lines += 1
             if state.junk_offset is None:
@@ -149,20 +158,20 @@ def _parse_stream(state: LogState, stream: ByteStream) -> None:
     if pending:
         if bare is None:
             bare = b"NCCL INFO" not in pending and b"NCCL WARN" not in pending
-        line_no += _parse_block(state, pending + b"\n", len(pending) + 1, line_no, offset, bare)
+        line_no += _parse_block(state, pending + b"\n", 0, len(pending) + 1, line_no, offset, bare)
     state.lines = line_no
 
 
-def _parse_block(state: LogState, data: bytes, end: int, base: int, offset: int, bare: bool) -> int:
-    """Parse the whole lines ``data[:end]`` (``data[end - 1]`` is a newline; not sliced: the block is
-    large); returns how many. ``base``: lines before the block."""
+def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, origin: int, bare: bool) -> int:
+    """Parse the whole lines ``data[start:end]`` (``data[end - 1]`` is a newline; not sliced: the block is
+    large); returns how many. ``base``: lines before them; ``origin``: decompressed offset of ``data[0]``."""
     state.comm_events.clear()
-    la = None if bare else nccl_bulk.lines_array(data, end)
-    has_nul = data.find(b"\x00", 0, end) >= 0
+    la = None if bare else nccl_bulk.lines_array(data, start, end)
+    has_nul = data.find(b"\x00", start, end) >= 0
     if la is None:  # bare mode or invalid UTF-8: every line through the per-line path
-        lines = data[:end - 1].split(b"\n")
+        lines = data[start:end - 1].split(b"\n")
         for i, raw in enumerate(lines):
-            _line(state, raw, base + i + 1, partial(_offset_in_list, lines, i, offset), bare, has_nul)
+            _line(state, raw, base + i + 1, partial(_offset_in_list, lines, i, origin + start), bare, has_nul)
         return len(lines)
     arr, offs = la
     n = len(arr)
@@ -186,7 +195,7 @@ def _parse_block(state: LogState, data: bytes, end: int, base: int, offset: int,
             state.junk += int(nul.sum())
             rest &= ~nul
             if state.junk_offset is None:
-                state.junk_offset = offset + int(offs[np.flatnonzero(nul)[0]])
+                state.junk_offset = origin + int(offs[np.flatnonzero(nul)[0]])
     # lines whose prefix the bulk path cut (INFO, then WARN): replayed column by column where the memo
     # allows, the others go straight to the message handlers (fed[i] = their row; WARN rows from n_info)
     fed = np.full(n, -1, dtype=np.int64)
@@ -213,10 +222,10 @@ def _parse_block(state: LogState, data: bytes, end: int, base: int, offset: int,
         if k >= 0:
             if not dispatch(state, msgs[k], hosts[k], pids[k], tids[k], devs[k], base + i + 1):
                 _unknown(state, data[offs[i]:offs[i + 1] - 1].decode("utf-8", "replace").rstrip("\r"),
-                         partial(_offset_in_block, offs, i, offset))
+                         partial(_offset_in_block, offs, i, origin))
             continue
         raw = data[offs[i]:offs[i + 1] - 1]
-        _line(state, raw, base + i + 1, partial(_offset_in_block, offs, i, offset), False, has_nul)
+        _line(state, raw, base + i + 1, partial(_offset_in_block, offs, i, origin), False, has_nul)
     for replayed, reps in replays:
         nccl_memo.add_rows(state, replayed, reps, base, partial(nccl_bulk.comm_attribution, state, snapshot=snapshot))
     nccl_bulk.finish(state, block, base, snapshot)
