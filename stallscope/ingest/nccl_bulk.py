@@ -31,6 +31,7 @@ START/COMPLETE events the per-line handlers recorded for the block.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -316,16 +317,32 @@ def _colls(df: pl.DataFrame) -> pl.DataFrame | None:
 # -- finishing rows (after the per-line handlers ran on the rest of the block) ----------------
 
 
-def comm_attribution(state: LogState, df: pl.DataFrame, snapshot: dict[Key, tuple[str | None, str | None]]) -> pl.DataFrame:
+class BlockComms:
+    """Which communicator each thread is initializing, through one block: the state at the block's start
+    (``snapshot``) and the Init START/COMPLETE events the block's lines record (``state.comm_events``,
+    complete once the per-line handlers ran). Made a frame once, for every as-of join of the block."""
+
+    def __init__(self, state: LogState, snapshot: dict[Key, tuple[str | None, str | None]]) -> None:
+        self.state, self.snapshot = state, snapshot
+
+    @cached_property
+    def events(self) -> pl.DataFrame | None:
+        """host, pid, tid, line_no (-1: before the block), comm_id, comm_ptr, by line; None when there are none."""
+        events: list[tuple[Any, ...]] = [(k[0], k[1], k[2], -1, v[0], v[1]) for k, v in self.snapshot.items()]
+        events += [(k[0], k[1], k[2], ln, cid, ptr) for k, ln, cid, ptr in self.state.comm_events]
+        events = [e for e in events if e[0] is not None and e[1] is not None and e[2] is not None]
+        if not events:
+            return None
+        return pl.DataFrame(events, orient="row", schema={"host": pl.String, "pid": pl.Int64, "tid": pl.Int64, "line_no": pl.Int64,
+                                                          "comm_id": pl.String, "comm_ptr": pl.String}).sort("line_no")
+
+
+def comm_attribution(df: pl.DataFrame, comms: BlockComms) -> pl.DataFrame:
     """Add comm_id/comm_ptr: the last Init START (not yet COMPLETE) of the row's thread before the row."""
-    events: list[tuple[Any, ...]] = [(k[0], k[1], k[2], -1, v[0], v[1]) for k, v in snapshot.items()]
-    events += [(k[0], k[1], k[2], ln, cid, ptr) for k, ln, cid, ptr in state.comm_events]
-    events = [e for e in events if e[0] is not None and e[1] is not None and e[2] is not None]
-    if not events:
+    ev = comms.events
+    if ev is None:
         return df.with_columns(comm_id=pl.lit(None, pl.String), comm_ptr=pl.lit(None, pl.String))
-    ev = pl.DataFrame(events, orient="row", schema={"host": pl.String, "pid": pl.Int64, "tid": pl.Int64,
-                                                    "line_no": pl.Int64, "comm_id": pl.String, "comm_ptr": pl.String})
-    return df.join_asof(ev.sort("line_no"), on="line_no", by=_KEY, strategy="backward", check_sortedness=False)
+    return df.join_asof(ev, on="line_no", by=_KEY, strategy="backward", check_sortedness=False)
 
 
 _VIA_SCHEMA = {"via": pl.String, "transport": pl.String, "mechanism": pl.String, "net": pl.String, "net_dev": pl.Int32,
@@ -347,10 +364,10 @@ def _brackets(side: str) -> list[pl.Expr]:
             pl.when(bus).then(br).alias(f"{side}_bus_id"), bus.alias(f"_{side}_bus")]
 
 
-def finish(state: LogState, block: Block, base: int, snapshot: dict[Key, tuple[str | None, str | None]]) -> None:
+def finish(state: LogState, block: Block, base: int, comms: BlockComms) -> None:
     """Add the block's bulk rows to the state (``base``: lines before the block)."""
     if block.conn is not None and block.conn_msgs is not None:
-        _finish_connections(state, block.conn, block.conn_msgs, base, snapshot)
+        _finish_connections(state, block.conn, block.conn_msgs, base, comms)
     if block.coll is not None:
         df = block.coll.with_columns(line_no=pl.col("i").cast(pl.Int64) + base + 1)
         dt = pl.col("datatype")
@@ -363,7 +380,7 @@ def finish(state: LogState, block: Block, base: int, snapshot: dict[Key, tuple[s
 
 
 def _finish_connections(state: LogState, rows: pl.DataFrame, msgs: pl.DataFrame, base: int,
-                        snapshot: dict[Key, tuple[str | None, str | None]]) -> None:
+                        comms: BlockComms) -> None:
     """Complete the distinct messages (via classification, device brackets, every column the text
     decides), then gather them to the rows, which add their prefix, line and communicator."""
     fp = state.fingerprints
@@ -383,7 +400,7 @@ def _finish_connections(state: LogState, rows: pl.DataFrame, msgs: pl.DataFrame,
     msgs = msgs.select(_MESSAGE_COLUMNS)
     slot = np.full(int(used[-1]) + 1, -1, dtype=np.int64)
     slot[used] = np.arange(len(used))
-    df = comm_attribution(state, rows.with_columns(line_no=pl.col("i").cast(pl.Int64) + base + 1), snapshot)
+    df = comm_attribution(rows.with_columns(line_no=pl.col("i").cast(pl.Int64) + base + 1), comms)
     df = df.hstack(msgs[slot[df["m"].to_numpy()]]).with_columns(file=pl.lit(state.label))
     for cid, r, h in df.filter(pl.col("comm_id").is_not_null()).select("comm_id", "printer_rank", "host").unique(maintain_order=True).iter_rows():
         state.rank_host[(cid, r)] = h

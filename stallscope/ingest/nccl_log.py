@@ -213,7 +213,7 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
     n_info = left[0].height if cut and cut[0][0] is block.fed else 0
     msgs, hosts, pids, tids, devs = ([v for f in left for v in f[c].to_list()] for c in ("msg", "host", "pid", "tid", "cuda_dev"))
     dispatch, warn = nccl_messages.dispatch, partial(nccl_memo.dispatch, state, state.warn_memo, nccl_errors.warn_message)
-    snapshot = dict(state.thread_comm)
+    comms = nccl_bulk.BlockComms(state, dict(state.thread_comm))
     idx = np.flatnonzero(rest)
     for i, k in zip(idx.tolist(), fed[idx].tolist()):
         if k >= n_info:
@@ -227,8 +227,8 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
         raw = data[offs[i]:offs[i + 1] - 1]
         _line(state, raw, base + i + 1, partial(_offset_in_block, offs, i, origin), False, has_nul)
     for replayed, reps in replays:
-        nccl_memo.add_rows(state, replayed, reps, base, partial(nccl_bulk.comm_attribution, state, snapshot=snapshot))
-    nccl_bulk.finish(state, block, base, snapshot)
+        nccl_memo.add_rows(state, replayed, reps, base, partial(nccl_bulk.comm_attribution, comms=comms))
+    nccl_bulk.finish(state, block, base, comms)
     return n
 
 
