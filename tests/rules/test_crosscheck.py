@@ -25,6 +25,7 @@ CASES = {
     "p_i1": "intermittent straggler in a pipeline stage missed: same cause",
     "p_l1": "slow host (its whole tensor-parallel group) in a pipeline missed: the stage's other replica was no peer",
     "l_p1": "one host on SHM in flat DDP read as a job-wide fabric collapse (FAB001 high, LOC003 low behind it)",
+    "l_n5": "one host's log lists 3 RDMA NICs where the others list 4, no WARN: no finding",
     "l_h2": "healthy FSDP with NCCL logs of a second simulator (extra NET and graph lines): no finding",
 }
 

@@ -33,7 +33,9 @@ class DegradedNic(Rule):
         collectives are slower than the same collectives among the other hosts (when the job has
         inter-node groups that exclude it), and/or whose NICs can carry less than its peers':
         NCCL's topology search gives them less inter-node bandwidth, or the collector's manifest
-        shows fewer RDMA ports up or ports trained to a lower rate (``/sys/class/infiniband``).
+        shows fewer RDMA ports up or ports trained to a lower rate (``/sys/class/infiniband``), or
+        its NCCL log lists fewer RDMA NICs (``NET/IB : Using [0]... [1]...``) than the other
+        hosts' logs do.
 
     Why it slows the job:
         A ring or tree collective runs at the speed of its slowest link: one degraded port
@@ -72,7 +74,10 @@ class DegradedNic(Rule):
         facts = fabric_facts(ctx)
         graph_low = _low_hosts(facts["graph_bw"], at_least=3) or self._corroborated(ctx, _low_hosts(facts["graph_bw"], at_least=2))
         rate_low = _low_hosts(facts["nic_gbs"], at_least=2)
-        candidates = sorted(set(warned) | set(slow) | set(graph_low) | set(rate_low))
+        # a host whose log lists fewer RDMA NICs than its peers' (one listed at least: a log
+        # without the NET/IB line says nothing)
+        few = _fewer_nics(facts["nics"])
+        candidates = sorted(set(warned) | set(slow) | set(graph_low) | set(rate_low) | set(few))
         if not candidates or len(candidates) > max(1, len(ctx.d.hosts) // 3):
             return []
         out = []
@@ -85,12 +90,12 @@ class DegradedNic(Rule):
             handicap = host_bandwidth_handicap(ctx, host)
             if (lost is None or lost < 0.01) and handicap and handicap > 1.05:
                 lost = ctx.lost_if_transfers(f"nic-graph:{host}", transfers_scaled(ctx, handicap))
-            if (lost is None or lost < 0.01) and host in warned:
+            if (lost is None or lost < 0.01) and (host in warned or host in few):
                 inter = inter_expectations(ctx, without=host)
                 _, basis = expected_busbw(ctx, without=host)
                 if inter.height and basis != "reference" and float((inter["busbw_gbps"] / inter["expected_gbps"]).median()) < 0.8:
                     lost = ctx.lost_if_transfers(f"fab:without:{host}", transfers_at_bandwidth(ctx, without=host))
-            if host not in warned and host not in graph_low and host not in rate_low and (lost is None or lost < 0.01):
+            if host not in warned and host not in graph_low and host not in rate_low and host not in few and (lost is None or lost < 0.01):
                 continue
             parts = []
             if host in warned and len(log_hosts(ctx)) < 2:
@@ -108,6 +113,10 @@ class DegradedNic(Rule):
                 others = sorted(v for h, v in facts["nic_gbs"].items() if h != host)
                 parts.append(f"its RDMA ports that are up carry {facts['nic_gbs'][host] * 8:.0f} Gb/s against "
                              f"{others[len(others) // 2] * 8:.0f} Gb/s on the other hosts (a port down or trained to a lower rate)")
+            if host in few:
+                others = sorted(v for h, v in facts["nics"].items() if h != host)
+                parts.append(f"its NCCL log lists {facts['nics'][host]:.0f} RDMA NIC(s) where the other hosts' list "
+                             f"{others[len(others) // 2]:.0f} (a NIC or port missing: its channels share the remaining ones)")
             summary = (f"Host {host}: " + "; ".join(parts) + "."
                        + (f" At the other hosts' speed the job would be {fmt_pct(lost)} shorter." if lost else
                           f" The traces do not show how much time it cost; exposed inter-node communication takes "
@@ -134,7 +143,7 @@ class DegradedNic(Rule):
                         recommendation=f"On {host}: ibstat / ibv_devinfo (state, rate), perfquery error counters, cable and switch "
                                        "port; rerun nccl-tests between it and a healthy host.",
                         details={"warnings": warned.get(host, 0), "busbw_ratio": slow.get(host, {}).get("ratio"),
-                                 "nic_capacity_ratio": rate_low.get(host, graph_low.get(host))})
+                                 "nic_capacity_ratio": rate_low.get(host, graph_low.get(host, few.get(host)))})
             if lost is None:
                 f.severity = "medium" if host in hw and _exposed_inter(ctx) >= EXPOSED_INTER else "low"
             out.append(f)
@@ -205,6 +214,22 @@ def _exposed_inter(ctx: Context) -> float:
     if f.height == 0 or "comm_inter_frac" not in f.columns:
         return 0.0
     return float(f["comm_inter_frac"].median() or 0.0)
+
+
+def _fewer_nics(nics: dict[str, float]) -> dict[str, float]:
+    """Hosts whose NCCL log lists fewer RDMA NICs than the median of the other hosts' logs (at
+    least one listed: a log without the ``NET/IB : Using`` line says nothing) -> the ratio. Hosts
+    of one job are built alike, so one NIC fewer is a difference (3 of 4 is a quarter of the
+    capacity gone, under :func:`_low_hosts`' 75 % bar)."""
+    if len(nics) < 2:
+        return {}
+    out = {}
+    for h, v in nics.items():
+        others = sorted(x for k, x in nics.items() if k != h)
+        med = others[len(others) // 2]
+        if 1 <= v < med:
+            out[h] = v / med
+    return out
 
 
 def _low_hosts(capacity: dict[str, float], *, at_least: int) -> dict[str, float]:
