@@ -141,7 +141,7 @@ def _parse_stream(state: LogState, stream: ByteStream) -> None:
             if pending:  # the line begun in earlier blocks, on its own: the block is not copied to prepend it
                 line = pending + block[:first]
                 line_no += 1
-                _line(state, line, line_no, partial(_offset_in_list, [line], 0, offset), bare, b"\x00" in line)
+                _line(state, line, line_no, partial(_at, offset), bare, b"\x00" in line)
                 start = first + 1
             cut = block.rfind(b"\n")
             if cut >= start:
@@ -215,17 +215,17 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
     dispatch, warn = nccl_messages.dispatch, partial(nccl_memo.dispatch, state, state.warn_memo, nccl_errors.warn_message)
     comms = nccl_bulk.BlockComms(state, dict(state.thread_comm))
     idx = np.flatnonzero(rest)
-    for i, k in zip(idx.tolist(), fed[idx].tolist()):
+    # line bounds as Python ints (indexing a numpy array per line costs more than the slice)
+    starts, ends = offs[idx].tolist(), (offs[idx + 1] - 1).tolist()
+    for i, k, s, e in zip(idx.tolist(), fed[idx].tolist(), starts, ends):
         if k >= n_info:
             warn(msgs[k], hosts[k], pids[k], tids[k], devs[k], base + i + 1)
             continue
         if k >= 0:
             if not dispatch(state, msgs[k], hosts[k], pids[k], tids[k], devs[k], base + i + 1):
-                _unknown(state, data[offs[i]:offs[i + 1] - 1].decode("utf-8", "replace").rstrip("\r"),
-                         partial(_offset_in_block, offs, i, origin))
+                _unknown(state, data[s:e].decode("utf-8", "replace").rstrip("\r"), partial(_at, origin + s))
             continue
-        raw = data[offs[i]:offs[i + 1] - 1]
-        _line(state, raw, base + i + 1, partial(_offset_in_block, offs, i, origin), False, has_nul)
+        _line(state, data[s:e], base + i + 1, partial(_at, origin + s), False, has_nul)
     for replayed, reps in replays:
         nccl_memo.add_rows(state, replayed, reps, base, partial(nccl_bulk.comm_attribution, comms=comms))
     nccl_bulk.finish(state, block, base, comms)
@@ -334,8 +334,9 @@ def _offset_in_list(lines: list[bytes], i: int, offset: int) -> int:
     return offset + sum(len(x) + 1 for x in lines[:i])
 
 
-def _offset_in_block(offs: np.ndarray, i: int, offset: int) -> int:
-    return offset + int(offs[i])
+def _at(offset: int) -> int:
+    """A line's byte offset, known already (``where()`` of a line whose offset costs nothing to find)."""
+    return offset
 
 
 def _unknown(state: LogState, text: str, where: Callable[[], int]) -> None:
