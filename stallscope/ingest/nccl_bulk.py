@@ -52,7 +52,7 @@ _KEY = ["host", "pid", "tid"]
 #: the end of the text before "] NCCL INFO" (same host rule as the per-line path: no ":<>()[]" in it)
 _PREFIX_TAIL = r"(?P<host>[^ :\[\]()<>]+):(?P<pid_s>\d{1,18}):(?P<tid_s>\d{1,18}) \[(?P<dev_s>-?\d{1,9})$"
 #: the whole text before "] NCCL INFO" is ``host:pid:tid [dev`` (ASCII digits: the per-line path's isdigit)
-_PREFIX_PLAIN = r"^[^ :\[\]()<>]+:[0-9]{1,18}:[0-9]{1,18} \[-?[0-9]{1,9}$"
+_PREFIX_PLAIN = r"^(?P<host>[^ :\[\]()<>]+):(?P<pid>[0-9]{1,18}):(?P<tid>[0-9]{1,18}) \[(?P<dev>-?[0-9]{1,9})$"
 #: ... or ``[dev`` after blanks only (logs printed without host:pid:tid; the per-line path's PREFIX_RE gives no host)
 _PREFIX_NOHOST = r"^[ \t]*\[-?[0-9]{1,9}$"
 #: connection messages the bulk path takes: the per-line CONN_RE's shape with ASCII digits, numbers that fit
@@ -149,20 +149,15 @@ def _prefixes(heads: pl.Series) -> pl.DataFrame:
     """Columns host, pid, tid, cuda_dev, keep for each distinct text before ``"] NCCL INFO "``.
 
     ``keep``: the per-line path reads that prefix the same way (other lines stay with it).
-    Three shapes: ``host:pid:tid [dev`` from the line start (nearly every line; a capture-free
-    check, then splits), ``[dev`` alone after blanks (old logs without ``host:pid:tid``, host null),
-    and the prefix behind a launcher wrapper (a short capturing regex on those few only).
+    Three shapes: ``host:pid:tid [dev`` from the line start (nearly every line; one anchored
+    regex on the distinct prefixes), ``[dev`` alone after blanks (old logs without ``host:pid:tid``,
+    host null), and the prefix behind a launcher wrapper (a short regex on those few only).
     """
-    df = pl.DataFrame({"head": heads}).with_columns(
-        plain=pl.col("head").str.contains(_PREFIX_PLAIN), nohost=pl.col("head").str.contains(_PREFIX_NOHOST))
-    df = df.with_columns(a=pl.col("head").str.splitn(":", 3)).unnest("a", separator="_")
-    df = df.with_columns(b=pl.col("a_field_2").str.splitn(" [", 2)).unnest("b", separator="_")
-    plain, nohost = pl.col("plain"), pl.col("nohost")
+    df = pl.DataFrame({"head": heads}).with_columns(p=pl.col("head").str.extract_groups(_PREFIX_PLAIN)).unnest("p")
+    plain, nohost = pl.col("host").is_not_null(), pl.col("head").str.contains(_PREFIX_NOHOST)
     df = df.with_columns(
-        host=pl.when(plain).then(pl.col("a_field_0")),
-        pid=pl.when(plain).then(pl.col("a_field_1").cast(pl.Int64, strict=False)),
-        tid=pl.when(plain).then(pl.col("b_field_0").cast(pl.Int64, strict=False)),
-        cuda_dev=pl.when(plain).then(pl.col("b_field_1"))
+        plain=plain, nohost=nohost, pid=pl.col("pid").cast(pl.Int64), tid=pl.col("tid").cast(pl.Int64),
+        cuda_dev=pl.when(plain).then(pl.col("dev"))
         .when(nohost).then(pl.col("head").str.strip_chars_start(" \t").str.slice(1)).cast(pl.Int32, strict=False))
     other = np.flatnonzero(~(df["plain"] | df["nohost"]).to_numpy())
     if len(other):
