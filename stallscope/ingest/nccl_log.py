@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -201,8 +202,8 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
     fed = np.full(n, -1, dtype=np.int64)
     cut = [(f, replay) for f, replay in ((block.fed, nccl_messages.replay_of), (block.warn, nccl_errors.warn_replay))
            if f is not None and f.height]
-    replays = []
-    left = []
+    replays: list[tuple[pl.DataFrame, list[nccl_memo.Replay]]] = []
+    left: list[pl.DataFrame] = []
     for frame, replay_of in cut:
         replayed, reps, rows = nccl_memo.split_block(state, frame, replay_of)
         if replayed.height:
