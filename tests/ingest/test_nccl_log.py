@@ -426,6 +426,26 @@ def test_empty_and_unreadable(tmp_path: Path) -> None:
         parse_nccl_log(tmp_path)  # a directory
 
 
+def test_cycle_collector_restored_after_a_parse(tmp_path: Path) -> None:
+    """The parse pauses Python's cycle collector; it is on again afterwards, after an error too, and stays off
+    for a caller that had turned it off."""
+    import gc
+
+    f = tmp_path / "x.log"
+    f.write_text(P + "Channel 00 : 0[0] -> 1[1] via P2P/IPC\n")
+    assert gc.isenabled()
+    parse_nccl_log(f)
+    with pytest.raises(IngestError):
+        parse_nccl_log(tmp_path)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        parse_nccl_log(f)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_nccl_tests_output(tmp_path: Path) -> None:
     text = ("#  Rank  0 Group  0 Pid   1234 on    node-1 device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
             "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
