@@ -331,7 +331,7 @@ class Context:
             host = self.whole_host_of(chosen)
             if host is not None:
                 return SyncVerdict("host", self.d.ranks_of(host), host, max(set_lost, host_lost), jit, late_steps, persistent, alt)
-            return SyncVerdict("straggler", sorted(chosen), None, set_lost, jit, late_steps, persistent, alt)
+            return SyncVerdict("straggler", sorted(chosen), None, self._bounded(chosen, set_lost), jit, late_steps, persistent, alt)
         if jit >= 0.01:
             full = max(jit, self.lost_to_jitter(across_groups=True) or 0.0)
             # many ranks late in turn, yet the own work of only a few grew: the others were held
@@ -349,7 +349,7 @@ class Context:
                     if host is not None:
                         return SyncVerdict("host", self.d.ranks_of(host), host, o_lost, jit, o_steps,
                                            len(o_steps) >= PERSISTENT_SHARE * self.n_steps, alt)
-                    return SyncVerdict("straggler", o, None, o_lost, jit, o_steps,
+                    return SyncVerdict("straggler", o, None, self._bounded(o, o_lost), jit, o_steps,
                                        len(o_steps) >= max(2, PERSISTENT_SHARE * self.n_steps), alt)
             return SyncVerdict("jitter", self.d.ranks["rank"].to_list(), None, full, jit, sorted(ls.per_step), True, alt)
         return none
@@ -569,6 +569,39 @@ class Context:
         mine_rate = sum(mine) / max(1, len(mine_steps))
         free_rate = sum(x for _, x in free) / n_free
         return free_rate >= 0.5 * mine_rate and max(mine) < 3.0 * max(x for _, x in free)
+
+    def _bounded(self, ranks: list[int], lost: float) -> float:
+        """A straggler's what-if gain, never above the extra work it did (:meth:`own_excess_share`).
+        Not for a slow host: a placement fault slows its communication, not its own work."""
+        bound = self.own_excess_share(ranks)
+        return lost if bound is None else min(lost, bound)
+
+    def own_excess_share(self, ranks: list[int]) -> float | None:
+        """Upper bound on what ``ranks`` behaving like their peers can save, as a share of the
+        profiled time: the work they did beyond their peers' (compute, host stalls, idle with work
+        launched: everything but waiting and communicating), summed over ranks and steps. Shortening
+        some tasks of a dependency graph by a total of X shortens its longest path by at most X,
+        however the waiting propagates; the replay can exceed it when the peers' recorded gaps are
+        shorter than their work (they computed while they waited for the culprit, and were ready
+        the moment the collective ended). Peers: the other members of the rank's role (its most
+        frequent synchronous group), else every other rank. None when the breakdown cannot tell."""
+        b = self.d.breakdown
+        tl = self.timeline
+        if b.height == 0 or tl is None or tl.makespan <= 0:
+            return None
+        own = pl.sum_horizontal(pl.col("compute_ns").fill_null(0), pl.col("host_stall_ns").fill_null(0),
+                                pl.col("other_idle_ns").fill_null(0))
+        role = pl.DataFrame({"rank": tl.ranks.astype(np.int64), "role": tl.tail_role}).with_columns(pl.col("rank").cast(b.schema["rank"]))
+        o = b.select("rank", "step", own.alias("own")).join(role, on="rank", how="left")
+        cul = o.filter(pl.col("rank").is_in(ranks))
+        rest = o.filter(~pl.col("rank").is_in(ranks))
+        if cul.height == 0 or rest.height == 0:
+            return None
+        by_role = rest.group_by("role", "step").agg(pl.col("own").median().alias("peer"))
+        by_step = rest.group_by("step").agg(pl.col("own").median().alias("any"))
+        x = (cul.join(by_role, on=["role", "step"], how="left").join(by_step, on="step", how="left")
+             .with_columns((pl.col("own") - pl.coalesce("peer", "any")).clip(0).alias("excess")))
+        return float(x["excess"].sum()) / tl.makespan
 
     # -- what-if ----------------------------------------------------------------------------
     @cached_property
