@@ -60,7 +60,6 @@ fault on or off), ``default_rng(seed + 7)`` for ids, pids, clocks and line order
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import shutil
@@ -68,6 +67,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from ddp_sim import write_text  # the same gzip writer (header time 0): bytes depend only on the text
 
 __all__ = ["Cfg", "simulate", "write_bundle"]
 
@@ -421,17 +421,6 @@ def pg_names(c: Cfg) -> dict[tuple[int, ...], tuple[str, str]]:
     return out
 
 
-def _write_text(path: str, text: str, gz: bool) -> str:
-    if gz:
-        path += ".gz"
-        with open(path, "wb") as raw, gzip.GzipFile(os.path.basename(path), "wb", 9, raw, mtime=0) as f:
-            f.write(text.encode())
-    else:
-        with open(path, "w") as f:
-            f.write(text)
-    return path
-
-
 def write_trace(c: Cfg, r: int, evs: list[tuple[Any, ...]], pid: int, off: float, hosts: list[str],
                 rng: np.random.Generator, outdir: str, pgs: dict[tuple[int, ...], tuple[str, str]]) -> str:
     lr = r % c.gpn
@@ -601,7 +590,7 @@ def write_trace(c: Cfg, r: int, evs: list[tuple[Any, ...]], pid: int, off: float
     else:
         ms = 1_730_000_000_000 + c.seed * 10**6 + int(rng.integers(0, 90_000))
         fn = "%s_%d.%d.pt.trace.json" % (hosts[r // c.gpn], pid, ms)
-    return _write_text(os.path.join(outdir, fn), json.dumps(trace), c.gz)
+    return write_text(os.path.join(outdir, fn), json.dumps(trace), c.gz)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -49,7 +49,6 @@ simulation, ``default_rng(seed + 1000)`` for ids, clocks and names: a spec's see
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import os
 import shutil
@@ -57,6 +56,7 @@ from dataclasses import dataclass
 from typing import Any, Generator
 
 import numpy as np
+from ddp_sim import write_text  # the same gzip writer (header time 0): bytes depend only on the text
 
 __all__ = ["Cfg", "Layout", "build_programs", "simulate", "write_bundle"]
 
@@ -513,18 +513,6 @@ def nccl_name(c: Cfg, coll: str, dtype: str) -> str:
     if c.new_names:
         return "ncclDevKernel_AllReduce_Sum_%s_RING_LL(ncclDevKernelArgsStorage<4096ul>)" % dn
     return "ncclKernel_AllReduce_RING_LL_Sum_%s(ncclDevComm*, unsigned long, ncclWork*)" % do
-
-
-def write_text(path: str, text: str, gz: bool) -> str:
-    """Write a trace; gzip with header time 0 so the bytes depend only on the text."""
-    if gz:
-        path += ".gz"
-        with open(path, "wb") as raw, gzip.GzipFile(os.path.basename(path), "wb", 9, raw, mtime=0) as f:
-            f.write(text.encode())
-    else:
-        with open(path, "w") as f:
-            f.write(text)
-    return path
 
 
 def write_bundle(c: Cfg, outdir: str) -> dict[str, Any]:
