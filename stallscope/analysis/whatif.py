@@ -85,6 +85,14 @@ class Timeline:
         return len(self.inst_ids)
 
     @property
+    def pipelined(self) -> bool:
+        """Whether the job has point-to-point synchronizations (pipeline stages): its ranks do
+        different work by stage, and only a stage's replicas are alike."""
+        from stallscope.analysis.collectives import P2P_OPS
+
+        return bool(self.attrs["op"].is_in(P2P_OPS).any())
+
+    @property
     def synchronous(self) -> np.ndarray:
         """Per position: a synchronous collective (a receive's gap before its send is a pipeline
         dependency, not lateness)."""
@@ -353,7 +361,7 @@ def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> flo
     # replicas are alike (the ``replica`` group), else the ranks of every role (from at least two
     # other groups: the minimum of a gap and one other group's is biased low, a bias a pipeline
     # stage with two replicas has to accept)
-    symmetric = not bool(tl.attrs["op"].is_in(["send", "recv", "sendrecv"]).any())
+    symmetric = not tl.pipelined
     like = ["step", "ordinal", "op"] if symmetric else ["replica", "step", "ordinal", "op"]
     alike = (ch.filter(~pl.col("cul")).group_by(like)
              .agg(pl.col("gap").median().alias("alike"), pl.col("role").n_unique().alias("_roles"))
@@ -391,7 +399,7 @@ def everyone_like_median(tl: Timeline, *, across_groups: bool = False) -> float:
     median over roles of their deviation from their level in that step."""
     ch = tl.chain
     med = ch.group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("m"), pl.col("op").first())
-    symmetric = not bool(tl.attrs["op"].is_in(["send", "recv", "sendrecv"]).any())
+    symmetric = not tl.pipelined
     if across_groups and symmetric and med["role"].n_unique() >= 2:
         med = med.with_columns(pl.col("m").median().over("role", "ordinal").alias("level"))
         dev = (med.with_columns((pl.col("m") - pl.col("level")).alias("d"))

@@ -389,7 +389,7 @@ class Context:
         at their own stage's all-reduce), so it leads only its own stage's hosts. None in a job
         without point-to-point traffic, or when the host's stage has no other host."""
         tl = self.timeline
-        if tl is None or not bool(tl.attrs["op"].is_in(["send", "recv", "sendrecv"]).any()):
+        if tl is None or not tl.pipelined:
             return None
         rep = tl.chain.select("rank", "replica").unique().join(self.d.ranks.select("rank", "host"), on="rank")
         mine = set(rep.filter(pl.col("host") == host)["replica"].to_list())
