@@ -10,7 +10,7 @@ network's plugin name and GDR per HCA on device rows.
 from __future__ import annotations
 
 import re
-from functools import partial
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -32,19 +32,50 @@ _EVENTS = {"Init START": "init_start", "Init COMPLETE": "init_complete", "Destro
 
 
 def comm_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
-    """``[[Rank r] ][api ]comm 0x.. rank r nranks n cudaDev d [nvmlDev m] [busId b] [commId c] - Init START`` and kin."""
+    """``[[Rank r] ][api ]comm 0x.. rank r nranks n cudaDev d [nvmlDev m] [busId b] [commId c] - Init START`` and kin.
+
+    The message is read once per distinct text (:func:`_comm_message`); each line then adds its row
+    and moves its thread's communicator (Init START/COMPLETE), which is why the handler runs per line.
+    """
+    fps, fields = _comm_message(msg)
+    if fps:
+        state.fingerprints |= fps
+    if fields is None:
+        return False
+    cdev = fields.get("cuda_dev")
+    d = state.ctx(host, pid, tid, cdev if cdev is not None else dev, ln)
+    d.update(fields)
+    ev = d["event"]
+    if ev == "init_start":
+        state.thread_comm[(host, pid, tid)] = (d["comm_id"], d["comm_ptr"])
+        state.comm_events.append(((host, pid, tid), ln, d["comm_id"], d["comm_ptr"]))
+    elif ev == "init_complete":
+        state.thread_comm.pop((host, pid, tid), None)
+        state.comm_events.append(((host, pid, tid), ln, None, None))
+    if ev != "topology" and d["comm_id"] is not None and host is not None and d["rank"] is not None:
+        state.rank_host[(d["comm_id"], d["rank"])] = host
+    state.deferred["nccl_comms"].append(d)
+    return True
+
+
+#: distinct communicator messages whose reading is kept
+MAX_COMM_MESSAGES = 1 << 14
+
+
+@lru_cache(maxsize=MAX_COMM_MESSAGES)
+def _comm_message(msg: str) -> tuple[frozenset[str], dict[str, Any] | None]:
+    """(fingerprints, fields of the row) of one communicator message; fields None when it is not one
+    (its fingerprints still count: a malformed number is found after the shape was read).
+    ``cuda_dev`` is among the fields only when the message names it. Shared: copied before use."""
     m = F.COMM_EVENT_RE.match(msg)
-    fp = state.fingerprints
+    fp: set[str] = set()
     if m is None:
         t = F.COMM_TOPO_RE.match(msg)
         if t is None:
-            return False
-        fp.add("comm_nnodes")
-        d = state.ctx(host, pid, tid, dev, ln)
-        d.update(event="topology", comm_ptr=t.group("ptr"), rank=int(t.group("rank")), nranks=int(t.group("n")),
-                 nnodes=int(t.group("nn")), local_ranks=int(t.group("lr")), local_rank=int(t.group("l")))
-        state.deferred["nccl_comms"].append(d)
-        return True
+            return frozenset(), None
+        return frozenset({"comm_nnodes"}), {
+            "event": "topology", "comm_ptr": t.group("ptr"), "rank": int(t.group("rank")), "nranks": int(t.group("n")),
+            "nnodes": int(t.group("nn")), "local_ranks": int(t.group("lr")), "local_rank": int(t.group("l"))}
     toks = m.group("pairs").split()
     kv = dict(zip(toks[0::2], toks[1::2]))
     ev, func = m.group("ev"), m.group("func")
@@ -62,23 +93,16 @@ def comm_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Nu
         elif "nvmlDev" in kv:
             fp.add("init_complete_nvml_nobusid")
     try:
-        rank, cdev = opt_int(kv.get("rank")), opt_int(kv.get("cudaDev"))
-        d = state.ctx(host, pid, tid, cdev if cdev is not None else dev, ln)
-        d.update(event=_EVENTS[ev], init_func=func, comm_ptr=m.group("ptr"), comm_id=kv.get("commId"), rank=rank,
-                 nranks=opt_int(kv.get("nranks")), nvml_dev=opt_int(kv.get("nvmlDev")), bus_id=kv.get("busId"),
-                 parent_ptr=kv.get("parent"), split_color=opt_int(kv.get("color")), split_key=opt_int(kv.get("key")))
+        fields = {"event": _EVENTS[ev], "init_func": func, "comm_ptr": m.group("ptr"), "comm_id": kv.get("commId"),
+                  "rank": opt_int(kv.get("rank")), "nranks": opt_int(kv.get("nranks")), "nvml_dev": opt_int(kv.get("nvmlDev")),
+                  "bus_id": kv.get("busId"), "parent_ptr": kv.get("parent"), "split_color": opt_int(kv.get("color")),
+                  "split_key": opt_int(kv.get("key"))}
+        cdev = opt_int(kv.get("cudaDev"))
     except ValueError:
-        return False
-    if ev == "Init START":
-        state.thread_comm[(host, pid, tid)] = (d["comm_id"], d["comm_ptr"])
-        state.comm_events.append(((host, pid, tid), ln, d["comm_id"], d["comm_ptr"]))
-    elif ev == "Init COMPLETE":
-        state.thread_comm.pop((host, pid, tid), None)
-        state.comm_events.append(((host, pid, tid), ln, None, None))
-    if d["comm_id"] is not None and host is not None and rank is not None:
-        state.rank_host[(d["comm_id"], rank)] = host
-    state.deferred["nccl_comms"].append(d)
-    return True
+        return frozenset(fp), None
+    if cdev is not None:
+        fields["cuda_dev"] = cdev
+    return frozenset(fp), fields
 
 
 def split_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:

@@ -4,11 +4,16 @@ nccl-tests prints a device table (``#  Rank  0 Group  0 Pid 123 on host device  
 the result table after a ``#  size  count  type  redop ...`` header, and a summary
 (``# Avg bus bandwidth : x``, ``# Out of bounds values : 0 OK``). These lines carry no NCCL
 prefix; they are recognized by their ``#`` start and, for result rows, only after a header.
+
+What a line gives depends on its text alone, so each distinct text is read once (:func:`_parse`,
+cached) and its row copied per line: logs that gather repeated runs (sweeps, the same test on
+many nodes) repeat whole lines.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from stallscope.ingest.schemas import nccl as F
 
@@ -20,37 +25,47 @@ def _wrong(s: str) -> int | None:
     return int(s) if s.isdigit() else None
 
 
+#: distinct texts whose reading is kept
+MAX_MESSAGES = 1 << 14
+
+#: one line read: (table of its row or None, the row without file and line number, whether a result table
+#: is open after it (None: as before), whether it was nccl-tests output)
+Parsed = tuple[str | None, dict[str, Any] | None, bool | None, bool]
+
+
 def parse_line(state: LogState, text: str, ln: int) -> bool:
     """One line that starts with ``#`` or follows a result header; True when it was nccl-tests output."""
+    table, row, table_open, ok = _parse(text)
+    if table_open is not None:
+        state.tests_table = table_open
+    if table is not None:
+        state.add_dict(table, {**row, "file": state.label, "line_no": ln})  # type: ignore[dict-item]
+    return ok
+
+
+@lru_cache(maxsize=MAX_MESSAGES)
+def _parse(text: str) -> Parsed:
+    """What one line gives (:data:`Parsed`; the row is shared: copied before use)."""
     if text[:1] != "#":
         m = F.NCCLTESTS_ROW_RE.match(text)
         if m is None:
-            state.tests_table = False
-            return False
+            return None, None, False, False
         g = m.group
-        state.add_dict("nccl_tests_results", {
+        return "nccl_tests_results", {
             "size_bytes": int(g("size")), "count": int(g("count")), "type": g("type"), "redop": g("redop"),
             "root": int(g("root")), "oop_time_us": float(g("t1")), "oop_algbw_gbs": float(g("a1")),
             "oop_busbw_gbs": float(g("b1")), "oop_wrong": _wrong(g("w1")), "ip_time_us": float(g("t2")),
-            "ip_algbw_gbs": float(g("a2")), "ip_busbw_gbs": float(g("b2")), "ip_wrong": _wrong(g("w2")),
-            "file": state.label, "line_no": ln})
-        return True
+            "ip_algbw_gbs": float(g("a2")), "ip_busbw_gbs": float(g("b2")), "ip_wrong": _wrong(g("w2"))}, None, True
     if F.NCCLTESTS_HEADER_RE.match(text):
-        state.tests_table = True
-        return True
+        return None, None, True, True
     m = F.NCCLTESTS_RANK_RE.match(text)
     if m is not None:
-        state.add_dict("nccl_tests_ranks", {
+        return "nccl_tests_ranks", {
             "rank": int(m.group("rank")), "group": int(m.group("group")) if m.group("group") else None,
             "pid": int(m.group("pid")), "host": m.group("host"), "device": int(m.group("dev")), "bus": m.group("bus"),
-            "gpu_name": m.group("name") or None, "file": state.label, "line_no": ln})
-        return True
+            "gpu_name": m.group("name") or None}, None, True
     for key, rx in (("nccltests.avg_busbw_gbs", F.NCCLTESTS_AVG_RE), ("nccltests.out_of_bounds", F.NCCLTESTS_OOB_RE)):
         m = rx.match(text)
-        if m is not None:
-            state.tests_table = False
-            d = state.ctx(None, None, None, None, ln)
-            d.update(key=key, value=m.group("v"), message=text.lstrip("# ").strip())
-            state.add_dict("nccl_facts", d)
-            return True
-    return False
+        if m is not None:  # a fact row: no prefix fields (host, pid, tid, cuda_dev are null)
+            return "nccl_facts", {"key": key, "value": m.group("v"), "message": text.lstrip("# ").strip()}, False, True
+    return None, None, None, False

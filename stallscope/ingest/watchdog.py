@@ -15,11 +15,16 @@ Teardown notices, the FlightRecorder notice and the C++ exception site (``Except
 checkTimeout at .../ProcessGroupNCCL.cpp:565``) are kept as their own records. At the end of the
 file each timeout row takes the PG and last enqueued/completed fields of the status line of the
 same process, rank and work sequence number.
+
+A record depends on the line's text alone (plus the file and line number), and a log repeats
+its watchdog lines (every rank prints the same teardown notice; a grep of many logs repeats
+whole lines), so each distinct text is read once (:func:`_record`, cached) and copied per line.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from stallscope.ingest.schemas.nccl import RAY_WRAPPER_RE
@@ -54,8 +59,23 @@ def _int(s: str | None) -> int | None:
         return None
 
 
+#: distinct texts whose record is kept
+MAX_MESSAGES = 1 << 14
+
+
 def parse_line(state: LogState, text: str, ln: int) -> bool:
     """Add the watchdog record in ``text`` (if any); True when the line was one."""
+    rec = _record(text)
+    if rec is None:
+        return False
+    state.deferred["watchdog_timeouts"].append({**rec, "file": state.label, "line_no": ln})
+    return True
+
+
+@lru_cache(maxsize=MAX_MESSAGES)
+def _record(text: str) -> dict[str, Any] | None:
+    """The record of one line without its file and line number (shared: copied before use); None when the
+    line is none of the known shapes."""
     work = _WORK_RE.search(text)
     status = None
     fmt = None
@@ -75,11 +95,8 @@ def parse_line(state: LogState, text: str, ln: int) -> bool:
     else:
         raised = _RAISED_RE.search(text)
         if raised is None:
-            return False
-        state.deferred["watchdog_timeouts"].append({
-            "record": "exception_site", "src": raised.group("loc"), "message": raised.group(0), "file": state.label,
-            "line_no": ln})
-        return True
+            return None
+        return {"record": "exception_site", "src": raised.group("loc"), "message": raised.group(0)}
     pg, tag, glog, grank = _PG_TAG_RE.search(text), _RANK_TAG_RE.search(text), _GLOG_RE.search(text), _GLOG_RANK_RE.search(text)
     ray = RAY_WRAPPER_RE.search(text)
     rank = pg.group("rank") if pg else tag.group("rank") if tag else grank.group("r") if grank else None
@@ -89,8 +106,7 @@ def parse_line(state: LogState, text: str, ln: int) -> bool:
                          "rank": _int(rank), "pg_id": pg.group("pg") if pg else None, "pg_guid": pg.group("guid") if pg else None,
                          "pg_desc": pg.group("desc") if pg else None, "record": record, "format": fmt,
                          "log_time": (glog.group("lvl") + glog.group("ts")) if glog and glog.group("ts") else None,
-                         "src": glog.group("src") if glog else None, "message": text[start:].strip()[:2000],
-                         "file": state.label, "line_no": ln}
+                         "src": glog.group("src") if glog else None, "message": text[start:].strip()[:2000]}
     if work is not None:
         f = {m.group("k"): m.group("v").strip() for m in _FIELD_RE.finditer(work.group("f"))}
         d.update(seq=_int(f.get("SeqNum")), op_type=f.get("OpType"), numel_in=_int(f.get("NumelIn")),
@@ -100,8 +116,7 @@ def parse_line(state: LogState, text: str, ln: int) -> bool:
     elif status is not None:
         d.update(seq=_int(status.group("seq")), last_enqueued=_int(status.group("enq")),
                  last_completed=_int(status.group("comp")))
-    state.deferred["watchdog_timeouts"].append(d)
-    return True
+    return d
 
 
 def finish(state: LogState) -> None:
