@@ -212,3 +212,62 @@ SPECS: list[Spec] = [
 
 BY_NAME: dict[str, Spec] = {s.name: s for s in SPECS}
 assert len(BY_NAME) == len(SPECS), "duplicate spec names"
+
+# --- moe_sim (simulator #4, README.md): MoE training with expert parallelism, trace-only bundles.
+# Host indices count from 0 (hostfmt "moe-node{:02d}" names index 0 "moe-node01"). Truth rules of
+# this set: shifting routing imbalance is "none" when it costs under 3 % against balanced routing,
+# else "synchronization" without a culprit (job-wide, like jitter); a persistent hot expert is
+# "synchronization" with the ranks holding it; a degraded NIC names its host only where the
+# traces can tell it apart (its EP group and its EP-replica rings intersect in that host).
+import moe_sim  # noqa: E402
+
+
+@dataclass(frozen=True)
+class MoeSpec(Spec):
+    def cfg(self) -> Any:
+        return moe_sim.Cfg(name=self.name, **self.kwargs)
+
+    def write(self, outdir: str | Path) -> dict[str, Any]:
+        return moe_sim.write_bundle(self.cfg(), str(outdir))
+
+
+def M(name: str, kwargs: dict[str, Any], cause: str, ranks: list[int], hosts: list[int], lost: float,
+      note: str = "") -> Spec:
+    return MoeSpec(name, "moe", kwargs, cause, ranks, hosts, lost, note)
+
+
+MOE_SPECS: list[Spec] = [
+    M('mo_h1', {'nodes': 2, 'gpn': 8, 'seed': 401}, 'none', [], [], lost=0.0000, note='2x8, EP over the world'),
+    M('mo_h2', {'nodes': 4, 'gpn': 4, 'seed': 402, 'accum': 2, 'prof_per_micro': True, 'new_names': False, 'with_args': False, 'gz': 'all', 'float_ts': False}, 'none', [], [], lost=0.0000, note='4x4, grad accumulation 2 with a ProfilerStep per micro-step, NCCL 2.18 names, no metadata, gzip, integer ts'),
+    M('mo_h3', {'nodes': 8, 'gpn': 8, 'layers': 2, 'steps': 5, 'seed': 403, 'gz': 'odd'}, 'none', [], [], lost=0.0000, note='8x8 = 64 ranks, EP over the world, 2 layers, odd ranks gzipped'),
+    M('mo_h4', {'nodes': 4, 'gpn': 8, 'ep_hosts': 2, 'seed': 404, 'accum': 2, 'overlap': False, 'float_ts': False}, 'none', [], [], lost=0.0000, note='4x8, two EP groups of 2 hosts, accumulation 2, gradient all-reduce after backward (no overlap)'),
+    M('mo_i1', {'nodes': 2, 'gpn': 8, 'scenario': 'imbalance', 'imbalance': 0.3, 'seed': 405}, 'none', [], [], lost=0.0202, note='shifting hot expert (+30 %, a new one every step and layer): loses ~2 % vs balanced routing, below 3 %: none'),
+    M('mo_i2', {'nodes': 4, 'gpn': 8, 'ep_hosts': 1, 'scenario': 'imbalance', 'imbalance': 1.0, 'seed': 406}, 'synchronization', [], [], lost=0.1281, note='shifting hot expert (2x, moves every step and layer), EP inside each host: no persistent culprit'),
+    M('mo_i3', {'nodes': 6, 'gpn': 4, 'scenario': 'imbalance', 'imbalance': 0.6, 'seed': 407}, 'synchronization', [], [], lost=0.0880, note='6x4, shifting hot expert (1.6x), no persistent culprit'),
+    M('mo_x1', {'nodes': 2, 'gpn': 8, 'scenario': 'hot_expert', 'hot_ranks': [5], 'hot_mult': 2.5, 'seed': 411}, 'synchronization', [5], [0], lost=0.3838, note="rank 5's experts get 2.5x the routing share"),
+    M('mo_x2', {'nodes': 4, 'gpn': 8, 'ep_hosts': 2, 'scenario': 'hot_expert', 'hot_ranks': [17], 'hot_mult': 1.3, 'seed': 412}, 'synchronization', [17], [2], lost=0.0810, note="subtle: rank 17's experts 1.3x"),
+    M('mo_x3', {'nodes': 4, 'gpn': 4, 'scenario': 'hot_expert', 'hot_ranks': [4, 5, 6, 7], 'hot_mult': 2.0, 'seed': 413}, 'synchronization', [4, 5, 6, 7], [1], lost=0.2568, note="moe-node02's four ranks hold the hot experts (2x); split sizes show the extra tokens"),
+    M('mo_x4', {'nodes': 2, 'gpn': 8, 'ep_hosts': 1, 'scenario': 'hot_expert', 'hot_ranks': [10], 'hot_mult': 3.0, 'seed': 414, 'with_args': False}, 'synchronization', [10], [1], lost=0.3664, note='EP inside each host, rank 10 hot (3x), no metadata'),
+    M('mo_s1', {'nodes': 2, 'gpn': 8, 'scenario': 'straggler', 'culprit_rank': 11, 'factor': 1.3, 'seed': 421}, 'synchronization', [11], [1], lost=0.1104, note='compute straggler 1.3x'),
+    M('mo_s2', {'nodes': 4, 'gpn': 8, 'ep_hosts': 2, 'scenario': 'straggler', 'culprit_rank': 20, 'factor': 1.2, 'seed': 422, 'new_names': False}, 'synchronization', [20], [2], lost=0.0577, note='subtle straggler 1.2x (partly masked by routing noise), NCCL 2.18 names'),
+    M('mo_s3', {'nodes': 8, 'gpn': 8, 'layers': 2, 'steps': 5, 'scenario': 'straggler', 'culprit_rank': 42, 'factor': 1.5, 'seed': 423, 'gz': 'all'}, 'synchronization', [42], [5], lost=0.1293, note='64 ranks, straggler 1.5x'),
+    M('mo_s4', {'nodes': 2, 'gpn': 8, 'ep_hosts': 1, 'scenario': 'straggler', 'culprit_rank': 3, 'factor': 1.2, 'seed': 424, 'accum': 2}, 'synchronization', [3], [0], lost=0.0909, note='EP inside each host, accumulation 2, straggler 1.2x'),
+    M('mo_t1', {'nodes': 4, 'gpn': 4, 'scenario': 'host_stall', 'culprit_rank': 6, 'stall_ms': 8, 'seed': 431}, 'synchronization', [6], [1], lost=0.1984, note="rank 6's DataLoader 8 ms late every step"),
+    M('mo_t2', {'nodes': 8, 'gpn': 4, 'ep_hosts': 2, 'scenario': 'host_stall', 'culprit_rank': 25, 'stall_ms': 4, 'accum': 2, 'prof_per_micro': True, 'seed': 432, 'new_names': False, 'float_ts': False}, 'synchronization', [25], [6], lost=0.0629, note='subtle: rank 25 stalls 4 ms on the first micro-step only, ProfilerStep per micro-step'),
+    M('mo_n1', {'nodes': 4, 'gpn': 8, 'ep_hosts': 2, 'scenario': 'nic_degraded', 'culprit_host': 1, 'factor': 0.4, 'seed': 441}, 'fabric', [8, 9, 10, 11, 12, 13, 14, 15], [1], lost=0.3163, note="moe-node02's NIC at 40 %: its EP group's all-to-alls and its EP-replica all-reduces are slow, the intersection names it"),
+    M('mo_n2', {'nodes': 2, 'gpn': 8, 'scenario': 'nic_degraded', 'culprit_host': 1, 'factor': 0.35, 'seed': 442}, 'fabric', [], [], lost=0.3647, note="moe-node02's NIC at 35 %, but with 2 hosts every inter-host pair touches it: the traces cannot name the host (not scored)"),
+    M('mo_n3', {'nodes': 4, 'gpn': 8, 'ep_hosts': 1, 'scenario': 'nic_degraded', 'culprit_host': 2, 'factor': 0.5, 'seed': 443, 'with_args': False}, 'fabric', [], [], lost=0.2416, note="moe-node03's NIC at 50 %, EP inside hosts: only world-spanning rings cross hosts, the host is not identifiable (not scored)"),
+    M('mo_n4', {'nodes': 8, 'gpn': 4, 'ep_hosts': 2, 'scenario': 'nic_degraded', 'culprit_host': 5, 'factor': 0.3, 'seed': 444}, 'fabric', [20, 21, 22, 23], [5], lost=0.4916, note="8x4, EP groups of 2 hosts, moe-node06's NIC at 30 %"),
+    M('mo_f1', {'nodes': 2, 'gpn': 8, 'scenario': 'fabric', 'factor': 0.5, 'seed': 451}, 'fabric', [], [], lost=0.2359, note='every NIC at 50 %'),
+    M('mo_f2', {'nodes': 4, 'gpn': 8, 'ep_hosts': 2, 'scenario': 'fabric', 'factor': 0.8, 'seed': 452}, 'fabric', [], [], lost=0.0723, note='subtle: every NIC at 80 %'),
+    M('mo_f3', {'nodes': 4, 'gpn': 8, 'ep_hosts': 1, 'scenario': 'fabric', 'factor': 0.4, 'seed': 453}, 'fabric', [], [], lost=0.3398, note='EP inside hosts, every NIC at 40 % (only gradient rings cross hosts)'),
+    M('mo_p1', {'nodes': 2, 'gpn': 8, 'ep_hosts': 1, 'scenario': 'p2p_off', 'culprit_host': 1, 'factor': 0.12, 'seed': 461}, 'locality', [8, 9, 10, 11, 12, 13, 14, 15], [1], lost=0.3792, note='EP inside each host, moe-node02 on SHM (12 % of NVLink)'),
+    M('mo_p2', {'nodes': 4, 'gpn': 8, 'ep_hosts': 1, 'scenario': 'p2p_off', 'culprit_host': 2, 'factor': 0.15, 'seed': 462}, 'locality', [16, 17, 18, 19, 20, 21, 22, 23], [2], lost=0.3022, note='4x8, EP inside hosts, moe-node03 on SHM (15 %)'),
+    M('mo_p3', {'nodes': 4, 'gpn': 4, 'ep_hosts': 1, 'scenario': 'p2p_off', 'culprit_host': 0, 'factor': 0.1, 'seed': 463, 'with_args': False, 'gz': 'all'}, 'locality', [0, 1, 2, 3], [0], lost=0.3734, note='4x4, EP inside hosts, moe-node01 on SHM (10 %), no metadata'),
+    M('mo_p4', {'nodes': 4, 'gpn': 8, 'ep_hosts': 2, 'scenario': 'p2p_off', 'culprit_host': 1, 'factor': 0.1, 'seed': 464}, 'locality', [8, 9, 10, 11, 12, 13, 14, 15], [1], lost=0.0798, note='subtle: EP groups of 2 hosts, moe-node02 on SHM (10 %): only its intra-host pairs slow'),
+    M('mo_j1', {'nodes': 2, 'gpn': 8, 'scenario': 'jitter', 'jitter_ms': 1.5, 'seed': 471}, 'synchronization', [], [], lost=0.1666, note='job-wide DataLoader jitter (exponential, mean 1.5 ms per rank and micro-step)'),
+    M('mo_j2', {'nodes': 8, 'gpn': 8, 'layers': 2, 'steps': 5, 'scenario': 'jitter', 'jitter_ms': 0.4, 'seed': 472, 'gz': 'odd'}, 'synchronization', [], [], lost=0.0830, note='subtle: 64 ranks, jitter mean 0.4 ms'),
+]
+SPECS += MOE_SPECS
+BY_NAME.update({s.name: s for s in MOE_SPECS})
+assert len(BY_NAME) == len(SPECS), "duplicate spec names"
