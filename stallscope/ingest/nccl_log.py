@@ -25,9 +25,10 @@ connection crosses hosts) are resolved at the end for the small tables kept in m
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -293,9 +294,7 @@ def _fast_prefix(text: str) -> tuple[str, int, int, int, str] | None:
 
 def _slow_line(state: LogState, text: str, ln: int, where: Callable[[], int], bare: bool) -> None:
     """A line with ``NCCL`` but not the common ``host:pid:tid [dev] NCCL INFO`` shape."""
-    lv = LEVEL_RE.search(text)
-    # the prefix is at most ~200 characters before the level word; search only there
-    m = PREFIX_RE.search(text, max(0, lv.start() - 200)) if lv is not None else None
+    m, v = _slow_shape(text)
     if m is not None:
         level = m.group("level")
         if level in ("TRACE", "CALL"):
@@ -316,13 +315,26 @@ def _slow_line(state: LogState, text: str, ln: int, where: Callable[[], int], ba
         return
     if watchdog.parse_line(state, text, ln):
         return
-    v = VERSION_RE.search(text)
     if v is not None:
         nccl_setup.version_line(state, v, None, None, None, None, text[v.start():], ln)
         return
     if bare:
         msg = _strip_wrapper(text)
         nccl_messages.dispatch(state, msg, None, None, None, None, ln)
+
+
+#: distinct texts whose shape (:func:`_slow_shape`) is kept
+MAX_SLOW_TEXTS = 1 << 14
+
+
+@lru_cache(maxsize=MAX_SLOW_TEXTS)
+def _slow_shape(text: str) -> tuple[re.Match[str] | None, re.Match[str] | None]:
+    """(the NCCL prefix, else a bare ``NCCL version``) in a line of no common shape, found once per distinct
+    text: bare ``NCCL version`` lines and many watchdog lines (teardown notices, ...) repeat whole."""
+    lv = LEVEL_RE.search(text)
+    # the prefix is at most ~200 characters before the level word; search only there
+    m = PREFIX_RE.search(text, max(0, lv.start() - 200)) if lv is not None else None
+    return m, None if m is not None else VERSION_RE.search(text)
 
 
 def _strip_wrapper(text: str) -> str:

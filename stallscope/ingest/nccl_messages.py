@@ -12,6 +12,7 @@ Setup facts (communicators, network, env, ...) are handled in ``nccl_setup``, to
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -315,8 +316,8 @@ def dispatch(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num
     rep = state.memo.get(msg)  # a message seen before, with a pure handler: no routing needed
     if rep is not None:
         return rep.apply(state, host, pid, tid, dev, ln)
-    h = _route(msg)
-    if h in _PER_LINE or (h is channel_line and "->" in msg) or (h is ring_line and " via " in msg):
+    h, per_line = _routed(msg)
+    if per_line:
         return h(state, msg, host, pid, tid, dev, ln)
     return nccl_memo.dispatch(state, state.memo, h, msg, host, pid, tid, dev, ln)
 
@@ -327,10 +328,22 @@ def replay_of(state: LogState, msg: str) -> nccl_memo.Replay | None:
     rep = state.memo.get(msg)
     if rep is not None:
         return rep
-    h = _route(msg)
-    if h in _PER_LINE or (h is channel_line and "->" in msg) or (h is ring_line and " via " in msg):
+    h, per_line = _routed(msg)
+    if per_line:
         return None
     return nccl_memo.record(state, state.memo, h, msg)
+
+
+#: distinct messages whose route is kept
+MAX_ROUTES = 1 << 14
+
+
+@lru_cache(maxsize=MAX_ROUTES)
+def _routed(msg: str) -> tuple[Handler, bool]:
+    """(handler, whether it runs on every line) of one INFO message, found once per distinct message: the
+    per-line handlers (communicators, topology, ...) see the same messages on every rank."""
+    h = _route(msg)
+    return h, h in _PER_LINE or (h is channel_line and "->" in msg) or (h is ring_line and " via " in msg)
 
 
 def _route(msg: str) -> Handler:
