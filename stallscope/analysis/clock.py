@@ -16,6 +16,15 @@ reference host (the host of the lowest rank) with the spread of its residuals.
 Peer tools shift every rank by one global minimum (HTA) or assume clocks are aligned; both
 misplace cross-host arrivals by the full offset.
 
+All-to-alls are the exception: a rank's all-to-all ends when its own transfers are done, and
+with uneven splits (MoE routing) or one host's slower links (SHM) the members end milliseconds
+apart, systematically. They are kept out of the fit. For hosts linked to the reference only by
+all-to-alls (expert-parallel groups whose data-parallel all-reduces pair other hosts) they give
+**causality brackets** instead: no member can finish before every member has started, so for
+hosts a and b of one instance, ``c[b] - c[a]`` lies in ``[start_b - end_a, end_b - start_a]``
+(latest raw start, earliest raw end of each host's members); robust quantiles over instances
+bracket the offset and its midpoint is taken (method ``a2a``, spread = half the bracket).
+
 Hosts that never share a synchronous collective with the reference component (a pipeline
 whose data-parallel groups stay inside hosts) are pinned by **causality of point-to-point
 messages**: a message cannot be received before it was sent, so for a send on host a and its
@@ -39,6 +48,8 @@ import polars as pl
 from stallscope.analysis.collectives import SYNCHRONOUS_OPS
 from stallscope.store.schema.trace import inferred_host
 
+#: synchronous ops whose members end at nearly the same instant (all-to-all is not one of them)
+ENDS_TOGETHER = tuple(op for op in SYNCHRONOUS_OPS if op != "alltoall")
 ITERATIONS = 12
 REJECT_SPREADS = 5.0
 REJECT_FLOOR_NS = 50_000
@@ -56,7 +67,7 @@ def estimate_offsets(rows: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
         return _empty()
     ref = all_hosts[0]
     e = (
-        rows.filter(pl.col("op").is_in(SYNCHRONOUS_OPS))
+        rows.filter(pl.col("op").is_in(ENDS_TOGETHER))
         .group_by("instance_id", "host")
         .agg(pl.col("end_ns").median().alias("e"))
     )
@@ -69,7 +80,9 @@ def estimate_offsets(rows: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
     if len(members) > 1 and e.height:
         solved = _fit(e.filter(pl.col("host").is_in(members)), ref)
     rows_out = []
-    p2p = _p2p_offsets(rows, {h: v[0] for h, v in solved.items()} | {ref: 0.0}, all_hosts)
+    known = {h: v[0] for h, v in solved.items()} | {ref: 0.0}
+    brackets = _chain(_a2a_deltas(rows), known, all_hosts)
+    p2p = _chain(_p2p_deltas(rows), known | {h: v[0] for h, v in brackets.items()}, all_hosts)
     base, base_method = _base_offsets(hosts_of, ref)
     for h in all_hosts:
         if h == ref:
@@ -78,6 +91,9 @@ def estimate_offsets(rows: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
         elif h in solved:
             c, spread, n_used, n_rej = solved[h]
             rows_out.append((h, int(round(-c)), int(round(spread)), n_used, n_rej, False, "collective_end"))
+        elif h in brackets:
+            c, spread, n_used = brackets[h]
+            rows_out.append((h, int(round(-c)), int(round(spread)), n_used, 0, False, "a2a"))
         elif h in p2p:
             c, spread, n_used = p2p[h]
             rows_out.append((h, int(round(-c)), int(round(spread)), n_used, 0, False, "p2p"))
@@ -91,9 +107,7 @@ def estimate_offsets(rows: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
 
 def _fit(e: pl.DataFrame, ref: str) -> dict[str, tuple[float, float, int, int]]:
     """Alternating medians with one round of outlier rejection."""
-    hosts = e["host"].unique().to_list()
-    c = pl.DataFrame({"host": hosts, "c": [0.0] * len(hosts)})
-    # start from each host's median difference to the reference to converge fast
+    c = _initial(e, ref)
     keep = e.with_columns(pl.lit(True).alias("keep"))
     for round_ in range(2):
         cur = keep.filter(pl.col("keep"))
@@ -115,6 +129,37 @@ def _fit(e: pl.DataFrame, ref: str) -> dict[str, tuple[float, float, int, int]]:
     counts = keep.group_by("host").agg(pl.col("keep").sum().alias("used"), (~pl.col("keep")).sum().alias("rej"))
     out = c.join(spread, on="host", how="left").join(counts, on="host", how="left")
     return {r["host"]: (float(r["c"]), float(r["s"] or 0.0), int(r["used"] or 0), int(r["rej"] or 0)) for r in out.iter_rows(named=True)}
+
+
+def _initial(e: pl.DataFrame, ref: str) -> pl.DataFrame:
+    """Starting offsets: weighted least squares over pairwise median end differences.
+
+    Alternating medians alone cannot move a block of hosts whose instances are mostly among
+    themselves: with data-parallel pairs (host 1 with 3, host 2 with 4) and a few world-wide
+    collectives, the pair instances fit any common shift of {2, 4} and outvote the world ones.
+    Each instance's hosts are compared with its first host (a star, not all pairs: linear in
+    the data), each host pair's median difference is weighted by its instance count, and the
+    pairs are solved jointly with the reference pinned at 0.
+    """
+    hosts = sorted(e["host"].unique().to_list())
+    first = e.group_by("instance_id").agg(pl.col("host").min().alias("a"))
+    pairs = (e.join(first, on="instance_id").join(e.rename({"host": "a", "e": "ea"}), on=["instance_id", "a"])
+             .filter(pl.col("host") != pl.col("a"))
+             .group_by("a", "host").agg((pl.col("e") - pl.col("ea")).median().alias("d"), pl.len().alias("n")))
+    idx = {h: i for i, h in enumerate(hosts)}
+    rows = []
+    rhs = []
+    for a, b, d, n in pairs.iter_rows():
+        w = float(np.sqrt(n))
+        row = np.zeros(len(hosts))
+        row[idx[b]], row[idx[a]] = w, -w
+        rows.append(row)
+        rhs.append(w * float(d))
+    pin = np.zeros(len(hosts))
+    pin[idx[ref]] = 1e3
+    a_mat = np.vstack(rows + [pin]) if rows else pin[None, :]
+    sol = np.linalg.lstsq(a_mat, np.asarray(rhs + [0.0]), rcond=None)[0]
+    return pl.DataFrame({"host": hosts, "c": [float(x - sol[idx[ref]]) for x in sol]})
 
 
 def _components(e: pl.DataFrame, hosts: list[str]) -> dict[str, str]:
@@ -153,13 +198,39 @@ def _base_offsets(hosts_of: pl.DataFrame, ref: str) -> tuple[dict[str, int], str
     return {}, "none"
 
 
-def _p2p_offsets(rows: pl.DataFrame, solved: dict[str, float], hosts: list[str]) -> dict[str, tuple[float, float, int]]:
-    """Offsets from send/recv causality for hosts not linked by synchronous collectives.
+Delta = dict[tuple[str, str], tuple[float, float, int]]
 
-    Returns host -> (c, spread, pairs), with c relative to the reference like ``_fit``.
+
+def _a2a_deltas(rows: pl.DataFrame) -> Delta:
+    """Causality brackets of all-to-alls: (a, b) -> (c[b] - c[a], half the bracket, instances).
+
+    Per instance, host a's earliest raw end cannot precede host b's latest raw start in true
+    time, and vice versa; a low quantile of each bound over instances (not the extreme: one
+    mismatched instance must not close the bracket) gives the bracket, its midpoint the estimate.
     """
-    need = [h for h in hosts if h not in solved]
-    if not need or "channel" not in rows.columns:
+    a2a = rows.filter(pl.col("op") == "alltoall")
+    if a2a.height == 0:
+        return {}
+    per = a2a.group_by("instance_id", "host").agg(pl.col("start_ns").max().alias("s"), pl.col("end_ns").min().alias("e"))
+    pairs = per.join(per, on="instance_id", suffix="_b").filter(pl.col("host") < pl.col("host_b"))
+    if pairs.height == 0:
+        return {}
+    b = pairs.group_by("host", "host_b").agg(
+        (pl.col("s_b") - pl.col("e")).quantile(0.95, interpolation="higher").alias("lo"),
+        (pl.col("e_b") - pl.col("s")).quantile(0.05, interpolation="lower").alias("hi"),
+        pl.len().alias("n"))
+    out: Delta = {}
+    for a, bh, lo, hi, n in b.iter_rows():
+        if lo <= hi:
+            out[(a, bh)] = ((lo + hi) / 2, (hi - lo) / 2, int(n))
+            out[(bh, a)] = (-(lo + hi) / 2, (hi - lo) / 2, int(n))
+    return out
+
+
+def _p2p_deltas(rows: pl.DataFrame) -> Delta:
+    """Send/recv causality: (a, b) -> (c[b] - c[a], spread, messages) for host pairs with
+    messages both ways."""
+    if "channel" not in rows.columns:
         return {}
     p = rows.filter(pl.col("channel").str.starts_with("p2p:") & pl.col("op").is_in(["send", "recv"]))
     if p.height == 0:
@@ -175,8 +246,7 @@ def _p2p_offsets(rows: pl.DataFrame, solved: dict[str, float], hosts: list[str])
     ub = pairs.group_by("a", "b").agg((pl.col("e") - pl.col("s")).quantile(0.05, interpolation="lower").alias("u"), pl.len().alias("n"),
                                       (pl.col("e") - pl.col("se")).alias("d"))
     upper = {(a, b): (float(u), int(n), np.asarray(d, dtype=np.float64)) for a, b, u, n, d in ub.iter_rows()}
-    delta: dict[tuple[str, str], tuple[float, float]] = {}
-    counts: dict[tuple[str, str], int] = {}
+    delta: Delta = {}
     for (a, b), (u1, n1, d1) in upper.items():
         back = upper.get((b, a))
         if back is None:
@@ -187,19 +257,26 @@ def _p2p_offsets(rows: pl.DataFrame, solved: dict[str, float], hosts: list[str])
         est = float(np.median(ends))
         mad = float(1.4826 * np.median(np.abs(ends - est)))
         if lo <= est <= hi and mad < abs(hi - lo) / 2:
-            delta[(a, b)] = (est, mad)
+            delta[(a, b)] = (est, mad, n1 + n2)
         else:
-            delta[(a, b)] = ((lo + hi) / 2, abs(hi - lo) / 2)
-        counts[(a, b)] = n1 + n2
-    out: dict[str, tuple[float, float, int]] = {}
+            delta[(a, b)] = ((lo + hi) / 2, abs(hi - lo) / 2, n1 + n2)
+    return delta
+
+
+def _chain(delta: Delta, solved: dict[str, float], hosts: list[str]) -> dict[str, tuple[float, float, int]]:
+    """Offsets (c relative to the reference, like ``_fit``) of the hosts not in ``solved``,
+    reached from solved hosts through pairwise deltas (narrowest first)."""
     known = dict(solved)
+    out: dict[str, tuple[float, float, int]] = {}
+    if not delta or all(h in known for h in hosts):
+        return out
     changed = True
     while changed:
         changed = False
-        for (a, b), (d, spread) in delta.items():
+        for (a, b), (d, spread, n) in sorted(delta.items(), key=lambda kv: kv[1][1]):
             if a in known and b not in known:
                 known[b] = known[a] + d
-                out[b] = (known[b], spread, counts.get((a, b), 0))
+                out[b] = (known[b], spread, n)
                 changed = True
     return out
 
@@ -217,7 +294,7 @@ def infer_hosts(offsets: pl.DataFrame, ranks: pl.DataFrame) -> dict[int, str]:
     1 ms) is taken — merging two hosts into one block makes the range jump by the hosts' clock
     difference (µs for PTP-synchronized clocks, ms to days otherwise). Returns rank -> inferred
     host, or {} when no block size fits."""
-    o = offsets.filter(pl.col("method").is_in(["reference", "collective_end", "p2p"])).select("host", "offset_ns")
+    o = offsets.filter(pl.col("method").is_in(["reference", "collective_end", "a2a", "p2p"])).select("host", "offset_ns")
     unknown = ranks.filter(pl.col("host").is_null())["rank"].to_list()
     off = {int(h[5:]): float(v) for h, v in o.iter_rows() if h.startswith("rank-")}
     n = ranks.height

@@ -56,3 +56,57 @@ def test_point_to_point_rows_are_not_used() -> None:
     rows = rows.with_columns(pl.lit("send").alias("op"))
     off = estimate_offsets(rows, ranks)
     assert off.filter(pl.col("host") == "b")["method"][0] == "none"
+
+
+def _moe_job(offsets_ns: dict[str, int], *, world: int, slow_host: str = "b", seed: int = 1) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Expert-parallel groups {a, b} and {c, d} exchange all-to-alls; data-parallel all-reduces
+    pair a with c and b with d; ``world`` world-wide all-reduces link the two. ``slow_host``'s
+    all-to-alls end 3-6 ms after its partner's (its intra-host pairs are on SHM)."""
+    rng = np.random.default_rng(seed)
+    hosts = list(offsets_ns)
+    ranks = pl.DataFrame({"rank": list(range(len(hosts))), "host": hosts, "base_time_ns": [None] * len(hosts)},
+                         schema_overrides={"base_time_ns": pl.Int64})
+    rows: list[dict[str, object]] = []
+    t, iid = 5_000_000_000, 0
+
+    def add(op: str, members: list[str], lag: dict[str, int]) -> None:
+        nonlocal iid
+        starts = {h: t - int(rng.integers(100_000, 3_000_000)) for h in members}
+        for h in members:
+            end = t + lag.get(h, 0) + int(rng.normal(0, 1500))
+            rows.append({"instance_id": iid, "host": h, "op": op, "start_ns": starts[h] + offsets_ns[h], "end_ns": end + offsets_ns[h]})
+        iid += 1
+
+    for step in range(40):
+        t += 20_000_000
+        add("alltoall", ["a", "b"], {slow_host: int(rng.integers(3_000_000, 6_000_000))})
+        add("alltoall", ["c", "d"], {})
+        t += 5_000_000
+        add("allreduce", ["a", "c"], {})
+        add("allreduce", ["b", "d"], {})
+        if step < world:
+            t += 5_000_000
+            add("allreduce", hosts, {})
+    return pl.DataFrame(rows), ranks
+
+
+def test_blocks_linked_by_few_world_collectives_are_placed_by_them() -> None:
+    # data-parallel pairs (a-c, b-d) outnumber the world all-reduces 40 to 1 on every host: the
+    # pairs fit any common shift of {b, d}, only the world ones pin it
+    truth = {"a": 0, "b": 1_313_530, "c": -6_164_856, "d": 2_809_918}
+    rows, ranks = _moe_job(truth, world=1)
+    got = dict(zip(*estimate_offsets(rows, ranks).select("host", "offset_ns").to_dict(as_series=False).values()))
+    for h, c in truth.items():
+        assert abs(got[h] - (-c)) <= 10_000, (h, got[h], -c)
+
+
+def test_all_to_alls_only_bracket_the_offset() -> None:
+    # no world collective: {b, d} is reached only through all-to-alls, whose members do not end
+    # together (b's end 3-6 ms late); their causality bracket places b within its width, not 3-6 ms off
+    truth = {"a": 0, "b": 1_313_530, "c": -6_164_856, "d": 2_809_918}
+    rows, ranks = _moe_job(truth, world=0)
+    off = estimate_offsets(rows, ranks)
+    got = dict(zip(off["host"].to_list(), off["offset_ns"].to_list()))
+    assert off.filter(pl.col("host") == "b")["method"][0] == "a2a"
+    assert abs(got["b"] - (-truth["b"])) <= off.filter(pl.col("host") == "b")["spread_ns"][0] + 10_000
+    assert abs(got["b"] - (-truth["b"])) < 3_000_000  # closer than the end times' 3-6 ms lag would put it

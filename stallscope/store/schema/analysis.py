@@ -23,7 +23,7 @@ CLOCK_OFFSETS = TableSpec(
         C("instances", I64, "matched collective instances spanning this host and another that were used"),
         C("rejected", I64, "instances rejected as outliers (residual > 5 spreads)"),
         C("reference", BOOL, "true for the reference host (offset 0)"),
-        C("method", STR, "collective_end | reference | base_time (fallback: Kineto baseTimeNanoseconds) | none"),
+        C("method", STR, "collective_end | reference | a2a (all-to-all causality bracket) | p2p (send/recv causality) | base_time (fallback: Kineto baseTimeNanoseconds) | wall_clock | none"),
     ),
     stage="analysis",
 )
