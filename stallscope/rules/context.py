@@ -45,6 +45,13 @@ ORIGINS_EXPLAIN = 0.8
 #: this many origins of lateness besides the chosen stragglers make the lateness spread (jitter),
 #: unless the chosen ranks recover ``ORIGINS_EXPLAIN`` of the jitter what-if
 SPREAD_ORIGINS = 3
+#: ... unless a chosen rank is the last to arrive at this share of its collectives or more: under
+#: noise spread over N >= 4 ranks each is last about 1/N of the time (measured on jitter jobs:
+#: at most 0.42); a rank last at most of them is where the waiting comes from
+DOMINANT_LAST = 0.5
+#: ranks that receive at least this many times their peers' all-to-all elements (median over
+#: steps) have more work: in a MoE job the router sends them more tokens (hot experts)
+MORE_WORK = 1.25
 
 
 #: per-rank step-time noise every healthy cluster has (kernel-time variation, clocks, OS):
@@ -63,8 +70,11 @@ def noise_floor(n: int) -> float:
 
 
 #: host-side variation at least this share of the compute variation: the waiting is not only the
-#: GPUs' own kernel-time noise
-HOST_DRIVEN = 0.75
+#: GPUs' own kernel-time noise. Per-step sums understate compute variation that changes sign
+#: from one synchronization to the next (a MoE router's per-layer noise averages out over a
+#: step but is paid at every all-to-all), so host-driven means the host side varies more
+#: (healthy MoE jobs of an independent simulator: 0.77-1.0; jitter faults: >= 1.29)
+HOST_DRIVEN = 1.0
 #: when the ranks differ mostly in compute time (the same kernels running a little faster or
 #: slower on identical GPUs), the what-if gain must exceed this many noise floors: kernel-time
 #: noise is paid at every synchronization of a step (a 16-rank DDP job with 5 % kernel-time
@@ -149,6 +159,27 @@ class Context:
     def ranks_per_host(self) -> dict[str, int]:
         g = self.d.ranks.group_by("host").agg(pl.len())
         return dict(zip(g["host"].to_list(), g["len"].to_list()))
+
+    @cached_property
+    def received(self) -> pl.DataFrame:
+        """Per rank and step: elements received by all-to-alls with recorded sizes. In a MoE job
+        a rank's expert work is proportional to the tokens the router sent it, which is what its
+        dispatch all-to-all receives."""
+        return self.store.sql(
+            "SELECT rank, step, sum(out_nelems) AS recv FROM collectives WHERE job = ? AND op = 'alltoall' "
+            "AND out_nelems > 0 AND step IS NOT NULL GROUP BY rank, step", [self.job])
+
+    def work_ratio(self, ranks: list[int]) -> float | None:
+        """How many times the other ranks' all-to-all elements ``ranks`` receive (mean of theirs over
+        the median of the others' per step, median over steps); None without recorded sizes."""
+        r = self.received
+        if r.height == 0:
+            return None
+        per = (r.with_columns(pl.col("rank").is_in(ranks).alias("mine"))
+               .group_by("step").agg(pl.col("recv").filter(pl.col("mine")).mean().alias("m"),
+                                     pl.col("recv").filter(~pl.col("mine")).median().alias("o"))
+               .drop_nulls().filter(pl.col("o") > 0))
+        return float((per["m"] / per["o"]).median()) if per.height else None
 
     @cached_property
     def hosts_known(self) -> bool:
@@ -314,7 +345,13 @@ class Context:
                 and not (minority and rank_lost >= 0.5 * host_lost) and not (inside and set(inside) <= set(chosen))):
             hranks = self.d.ranks_of(host_best)
             hsteps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(hranks))
-            return SyncVerdict("host", hranks, host_best, host_lost, jit, hsteps, len(hsteps) >= PERSISTENT_SHARE * self.n_steps, alt)
+            # a host whose ranks are given more work (the router's hot experts) is late for that,
+            # not for where it sits: its ranks are stragglers
+            work = self.work_ratio(hranks)
+            alt["host_work_ratio"] = work
+            kind = "straggler" if work is not None and work >= MORE_WORK else "host"
+            return SyncVerdict(kind, hranks, host_best if kind == "host" else None, host_lost, jit, hsteps,
+                               len(hsteps) >= PERSISTENT_SHARE * self.n_steps, alt)
         if chosen and self._takes_turns(chosen):
             # the "turns" may be a second straggler's: the same ranks late in every step free of the first
             more = self._recurring_elsewhere(chosen, single)
@@ -544,12 +581,19 @@ class Context:
         chosen ranks recover less than ``ORIGINS_EXPLAIN`` of what removing every rank's
         variation does. A straggler's own work grows while its peers' does not; when the
         variation that makes ranks late is spread over many of them, the few that were latest in
-        a short profile (three steps: each step has its latest rank) only look like culprits."""
+        a short profile (three steps: each step has its latest rank) only look like culprits. A
+        chosen rank that is the last arriver at ``DOMINANT_LAST`` of its collectives is a culprit
+        whatever else is noisy (a 64-rank MoE job's routing noise makes many ranks origins)."""
         others = self.origins - set(chosen)
         if len(others) < SPREAD_ORIGINS:
             return False
+        last = self.features.filter(pl.col("rank").is_in(chosen))["last_share"].max()
+        if last is not None and float(last) >= DOMINANT_LAST:
+            return False
+        # what noise alone costs is not the chosen ranks' to explain: the jitter what-if also
+        # removes the noise every healthy job pays (a MoE job's routing noise)
         full = max(self.lost_to_jitter() or 0.0, self.lost_to_jitter(across_groups=True) or 0.0)
-        return set_lost < ORIGINS_EXPLAIN * full
+        return set_lost < ORIGINS_EXPLAIN * (full - self.jitter_floor)
 
     def _takes_turns(self, chosen: list[int]) -> bool:
         """Jitter, not stragglers: in the steps where no chosen rank was late, other ranks (at
