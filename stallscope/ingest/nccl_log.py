@@ -216,6 +216,13 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
     msgs, hosts, pids, tids, devs = ([v for f in left for v in f[c].to_list()] for c in ("msg", "host", "pid", "tid", "cuda_dev"))
     dispatch, warn = nccl_messages.dispatch, partial(nccl_memo.dispatch, state, state.warn_memo, nccl_errors.warn_message)
     comms = nccl_bulk.BlockComms(state, dict(state.thread_comm))
+    tests_open = None  # whether a result table is open after the block's nccl-tests lines (read in bulk)
+    if not has_nul:
+        _watchdog_lines(state, arr, rest, nccl & (fed < 0), base)
+        tests = np.flatnonzero(rest & ~nccl)
+        if len(tests):
+            left, tests_open = nccl_tests.parse_lines(state, arr.take(tests), (tests + (base + 1)).tolist())
+            rest[tests[~left]] = False
     idx = np.flatnonzero(rest)
     # line bounds as Python ints (indexing a numpy array per line costs more than the slice)
     starts, ends = offs[idx].tolist(), (offs[idx + 1] - 1).tolist()
@@ -228,10 +235,45 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
                 _unknown(state, data[s:e].decode("utf-8", "replace").rstrip("\r"), partial(_at, origin + s))
             continue
         _line(state, data[s:e], base + i + 1, partial(_at, origin + s), False, has_nul)
+    if tests_open is not None:
+        state.tests_table = tests_open
     for replayed, reps in replays:
         nccl_memo.add_rows(state, replayed, reps, base, partial(nccl_bulk.comm_attribution, comms=comms))
     nccl_bulk.finish(state, block, base, comms)
     return n
+
+
+def _watchdog_lines(state: LogState, arr: pa.LargeStringArray, rest: np.ndarray, cand: np.ndarray, base: int) -> None:
+    """Take the watchdog lines among the block's lines ``rest & cand`` (NCCL lines left to the per-line path)
+    off ``rest`` and add their records, each distinct text read once.
+
+    A watchdog log repeats its lines (every rank prints the same teardown notice, status and timeout
+    lines differ in a few numbers): one line at a time, the routing to :func:`watchdog.parse_line`
+    cost more than the cached record. Whether a text is a watchdog line is decided as :func:`_line`
+    decides it; the rows are put back in line order at the end of the file (:func:`watchdog.finish`).
+    """
+    idx = np.flatnonzero(rest & cand)
+    if len(idx) == 0:
+        return
+    enc = pc.dictionary_encode(arr.take(idx))
+    recs = [_watchdog_record(v) for v in enc.dictionary.to_pylist()]
+    codes = enc.indices.to_numpy()
+    hit = np.array([r is not None for r in recs], dtype=bool)[codes]
+    if not hit.any():
+        return
+    rest[idx[hit]] = False
+    watchdog.add_records(state, [recs[c] for c in codes[hit].tolist()], (idx[hit] + (base + 1)).tolist())
+
+
+def _watchdog_record(value: str) -> dict[str, Any] | None:
+    """The watchdog record of one line (its text with the newline) when :func:`_line` would take it for a
+    watchdog line (no NCCL prefix of either shape), else None."""
+    text = value[:-1] if value[-1:] == "\n" else value
+    if text[-1:] == "\r":
+        text = text[:-1]
+    if _fast_prefix(text) is not None or _slow_shape(text)[0] is not None:
+        return None
+    return watchdog.record_of(text)
 
 
 def _line(state: LogState, raw: bytes, ln: int, where: Callable[[], int], bare: bool, has_nul: bool) -> None:

@@ -15,6 +15,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from stallscope.ingest.schemas import nccl as F
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,6 +45,36 @@ def parse_line(state: LogState, text: str, ln: int) -> bool:
     if table is not None:
         state.add_dict(table, {**row, "file": state.label, "line_no": ln})  # type: ignore[dict-item]
     return ok
+
+
+def parse_lines(state: LogState, lines: pa.LargeStringArray, line_nos: list[int]) -> tuple[np.ndarray, bool]:
+    """The lines of a block that :func:`parse_line` may read, in line order (each with its newline): the
+    ``#`` lines and, while a result table may be open, program output. Each distinct text is read once.
+
+    The result table opens and closes line by line, so the lines are walked in order, but only to
+    follow that and to copy rows. Lines that give an ``nccl_facts`` row are left to the per-line path
+    (that table also takes rows of NCCL lines, which must stay in line order): returns the mask of
+    those lines and whether a result table is open after the last line (the caller sets
+    ``state.tests_table`` once the per-line path is done; the lines it reads start with ``#`` and do
+    not look at it).
+    """
+    enc = pc.dictionary_encode(lines)
+    texts = enc.dictionary.to_pylist()
+    parsed = [_parse(t[:-1].rstrip("\r") if t[-1:] == "\n" else t.rstrip("\r")) for t in texts]
+    hashed = [t[:1] == "#" for t in texts]
+    left = np.zeros(len(line_nos), dtype=bool)
+    table_open, label, add = state.tests_table, state.label, state.add_dict
+    for j, (c, ln) in enumerate(zip(enc.indices.to_numpy().tolist(), line_nos)):
+        if not (table_open or hashed[c]):
+            continue
+        table, row, after, _ok = parsed[c]
+        if after is not None:
+            table_open = after
+        if table == "nccl_facts":
+            left[j] = True
+        elif table is not None:
+            add(table, {**row, "file": label, "line_no": ln})  # type: ignore[dict-item]
+    return left, table_open
 
 
 @lru_cache(maxsize=MAX_MESSAGES)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from stallscope.ingest.schemas.nccl import RAY_WRAPPER_RE
@@ -70,6 +71,18 @@ def parse_line(state: LogState, text: str, ln: int) -> bool:
         return False
     state.deferred["watchdog_timeouts"].append({**rec, "file": state.label, "line_no": ln})
     return True
+
+
+def record_of(text: str) -> dict[str, Any] | None:
+    """The record of one line's text without file and line number (cached and shared: copy it before
+    changing it), or None when the line is no watchdog line."""
+    return _record(text)
+
+
+def add_records(state: LogState, records: list[dict[str, Any]], line_nos: list[int]) -> None:
+    """Add the records of lines read in bulk (``record_of`` each line's text; ``line_nos`` theirs)."""
+    label = state.label
+    state.deferred["watchdog_timeouts"].extend([{**r, "file": label, "line_no": ln} for r, ln in zip(records, line_nos)])
 
 
 @lru_cache(maxsize=MAX_MESSAGES)
@@ -122,6 +135,7 @@ def _record(text: str) -> dict[str, Any] | None:
 def finish(state: LogState) -> None:
     """Complete timeout rows from the status line of the same work, then move every row to its buffer."""
     rows = state.deferred["watchdog_timeouts"]
+    rows.sort(key=itemgetter("line_no"))  # lines read in bulk (nccl_log) came before the block's others
     status: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
     for d in rows:
         if d["record"] == "status":
