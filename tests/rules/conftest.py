@@ -40,6 +40,11 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     "degraded_nologs": ("degraded_nic", 17, dict(logs="none", severity="severe", nodes=3)),
     # two hosts only: NCCL's lower graph bandwidth on one of them, corroborated by the transfers
     "degraded_2hosts": ("degraded_nic", 31, dict(logs="all", severity="moderate", nodes=2, parallelism="fsdp")),
+    # two hosts, DDP: NCCL's graph search gives one host half the inter-node bandwidth for the same
+    # communicator, while the transfers run above what the other host's graph promises (so they
+    # cannot corroborate): the same communicator's search is the evidence
+    "degraded_2hosts_graph": ("degraded_nic", 67, dict(logs="all", severity="moderate", nodes=2, gpus=8, parallelism="ddp",
+                                                       graph_subsys=True)),
     # only the culprit host's NCCL log, with port errors, and no message sizes in the traces: the
     # log names the host, the traces cannot measure the cost
     "degraded_onelog": ("degraded_nic", 43, dict(logs="some", severity="severe", metadata=False, torch_variant="kineto_2022",

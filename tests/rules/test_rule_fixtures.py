@@ -26,6 +26,7 @@ EXPECTED: dict[str, set[str]] = {
     "degraded_nologs": {"FAB001"},
     "degraded_manifest": {"FAB004"},
     "degraded_2hosts": {"FAB004"},   # no logs: the manifest's port rates name the host
+    "degraded_2hosts_graph": {"FAB004"},  # the lower graph bandwidth for the same communicator names the host
     "degraded_onelog": {"FAB004"},   # the only log has port errors; the traces have no sizes
     "healthy_onelog": set(),
     "healthy_manifest": set(),         # the same ports everywhere: nothing to blame
@@ -102,7 +103,7 @@ def test_every_rule_has_a_firing_fixture() -> None:
     assert covered == set(RULES)
 
 
-@pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "intermittent_pair", "degraded_logs", "degraded_manifest", "degraded_2hosts", "degraded_onelog", "p2p_logs",
+@pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "intermittent_pair", "degraded_logs", "degraded_manifest", "degraded_2hosts", "degraded_2hosts_graph", "degraded_onelog", "p2p_logs",
                                   "xsock_nologs"])
 def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
     j = jobs[name]

@@ -166,10 +166,11 @@ def fabric_facts(ctx: Context) -> dict[str, dict[str, float]]:
     return out
 
 
-def _inter_graph_bandwidth(ctx: Context) -> dict[str, float]:
-    """Per host: the largest ``bw_inter × nChannels`` of NCCL's graph searches for communicators
-    that span nodes. A single-node communicator's search prints an inter-node bandwidth too (the
-    intra-node one, meaningless for NICs), so each search is tied to its communicator: the
+def _graph_searches(ctx: Context) -> pl.DataFrame:
+    """NCCL's graph searches for communicators that span nodes: host, the communicator's
+    ``nranks`` and ``nnodes`` (null when unknown) and ``bw`` = ``bw_inter × nChannels``. A
+    single-node communicator's search prints an inter-node bandwidth too (the intra-node one,
+    meaningless for NICs), so each search is tied to its communicator: the
     nearest communicator line (``nRanks ... nNodes``, ``Init START``/``COMPLETE``) printed by the
     same thread of the same process; it spans nodes when ``nNodes > 1``, or (older NCCL) when it
     has more ranks than the host has GPUs. A search with no communicator line counts only when
@@ -178,7 +179,7 @@ def _inter_graph_bandwidth(ctx: Context) -> dict[str, float]:
                       "FROM nccl_topology WHERE job = ? AND kind = 'graph' AND bw_inter_gbs > 0 AND host IS NOT NULL "
                       "AND pid IS NOT NULL AND tid IS NOT NULL", [ctx.job])
     if g.height == 0:
-        return {}
+        return pl.DataFrame(schema={"host": pl.String, "nranks": pl.Int32, "nnodes": pl.Int32, "bw": pl.Float64})
     c = ctx.store.sql("SELECT file, pid, tid, line_no, nnodes, nranks FROM nccl_comms WHERE job = ? AND nranks IS NOT NULL "
                       "AND pid IS NOT NULL AND tid IS NOT NULL", [ctx.job])
     g = g.sort("line_no")
@@ -191,7 +192,32 @@ def _inter_graph_bandwidth(ctx: Context) -> dict[str, float]:
     multi = (pl.when(pl.col("nnodes").is_not_null()).then(pl.col("nnodes") > 1)
              .when(pl.col("nranks").is_not_null() & gpus.is_not_null()).then(pl.col("nranks") > gpus)
              .otherwise(pl.col("bw_inter_gbs") < pl.col("bw_intra_gbs").fill_null(float("inf"))))
-    per = g.filter(multi.fill_null(False)).group_by("host").agg(pl.col("bw").max())
+    return g.filter(multi.fill_null(False)).select("host", "nranks", "nnodes", "bw")
+
+
+def _inter_graph_bandwidth(ctx: Context) -> dict[str, float]:
+    """Per host: the largest ``bw_inter × nChannels`` of NCCL's graph searches for communicators
+    that span nodes (:func:`_graph_searches`)."""
+    per = _graph_searches(ctx).group_by("host").agg(pl.col("bw").max())
+    return {h: float(v) for h, v in per.iter_rows() if v}
+
+
+def graph_bandwidth_same_comm(ctx: Context) -> dict[str, float]:
+    """Per host: the largest graph bandwidth over the communicator shapes (ranks, nodes) that
+    every host with a multi-node graph search searched; empty when fewer than two hosts share
+    one. NCCL's search is deterministic for identical hardware, so one host's lower bandwidth
+    for the *same* communicator is a fact about its NICs or their paths, not about which
+    communicators its log happened to show."""
+    try:
+        g = _graph_searches(ctx)
+    except Exception:  # noqa: BLE001 - no NCCL tables in this store
+        return {}
+    g = g.filter(pl.col("nranks").is_not_null() & (pl.col("bw") > 0))
+    hosts = g["host"].n_unique()
+    if hosts < 2:
+        return {}
+    shared = g.group_by("nranks", "nnodes").agg(pl.col("host").n_unique().alias("h")).filter(pl.col("h") == hosts)
+    per = g.join(shared.select("nranks", "nnodes"), on=["nranks", "nnodes"], nulls_equal=True).group_by("host").agg(pl.col("bw").max())
     return {h: float(v) for h, v in per.iter_rows() if v}
 
 

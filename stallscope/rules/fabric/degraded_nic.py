@@ -7,7 +7,7 @@ import polars as pl
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.fabric._bandwidth import (
-    expected_busbw, fabric_facts, host_bandwidth_handicap, inter_expectations, inter_transfers, transfers_at_bandwidth,
+    expected_busbw, fabric_facts, graph_bandwidth_same_comm, host_bandwidth_handicap, inter_expectations, inter_transfers, transfers_at_bandwidth,
     transfers_scaled)
 from stallscope.rules.placement import log_hosts, placement_differences
 
@@ -130,6 +130,11 @@ class DegradedNic(Rule):
                                    "FROM (SELECT host, unnest(from_json(json_extract(parsed, '$.ports'), '[\"JSON\"]')) AS j "
                                    f"FROM manifest_topology WHERE {ctx.where} AND probe = 'infiniband' AND status = 'ok') "
                                    "ORDER BY host, device, port", round(rate_low[host], 3)))
+            if host in graph_low:
+                ev.append(Evidence("NCCL's topology search per host: channels and inter-node bandwidth per channel (GB/s)",
+                                   "SELECT host, n_channels, bw_intra_gbs, bw_inter_gbs, round(n_channels * bw_inter_gbs, 3) AS inter_gbs, "
+                                   f"count(*) AS searches FROM nccl_topology WHERE {ctx.where} AND kind = 'graph' GROUP BY ALL "
+                                   "ORDER BY host, inter_gbs DESC", round(graph_low[host], 3)))
             if host in slow:
                 ev.append(Evidence("bus bandwidth of inter-node collectives with and without the host",
                                    f"SELECT list_contains(h.hosts, '{host}') AS with_host, i.op, i.bytes, count(*) AS n, "
@@ -150,11 +155,15 @@ class DegradedNic(Rule):
         return out
 
     def _corroborated(self, ctx: Context, low: dict[str, float]) -> dict[str, float]:
-        """With graph bandwidth from only two hosts' logs, a lower one counts when the transfers
-        agree: inter-node collectives run below 80 % of what the fabric would give without the
-        host (a host whose log only shows a smaller communicator is not slower in the traces)."""
-        out = {}
+        """With graph bandwidth from only two hosts' logs, a lower one counts when it is lower for
+        the same communicator (:func:`graph_bandwidth_same_comm`), or when the transfers agree:
+        inter-node collectives run below 80 % of what the fabric would give without the host (a
+        host whose log only shows a smaller communicator is not slower in the traces)."""
+        same = _low_hosts(graph_bandwidth_same_comm(ctx), at_least=2)
+        out = {h: ratio for h, ratio in low.items() if h in same}
         for h, ratio in low.items():
+            if h in out:
+                continue
             inter = inter_expectations(ctx, without=h)
             if inter.height and float((inter["busbw_gbps"] / inter["expected_gbps"]).median()) < 0.8:
                 out[h] = ratio
