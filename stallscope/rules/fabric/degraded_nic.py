@@ -58,8 +58,9 @@ class DegradedNic(Rule):
         Transfers through the host count as slow below 60 % of the others' median busbw for the
         same (op, bytes, members), over at least 3 instances; a host's NIC capacity (graph
         bandwidth or active port rate) counts as low below 75 % of the median of the others' (graph
-        bandwidth from only two hosts' logs also needs the transfers to run below 80 % of what
-        the fabric gives without the host). When the traces cannot measure the cost (no message
+        bandwidth from only two hosts' logs counts when it is lower for the same communicator,
+        ranks and nodes, as NCCL's search is deterministic on identical hardware; else the
+        transfers must run below 80 % of what the fabric gives without the host). When the traces cannot measure the cost (no message
         sizes, no peer to compare with), a host with hardware errors is medium severity when
         exposed inter-node communication takes ≥ 10 % of the median rank's time, else low.
     """
