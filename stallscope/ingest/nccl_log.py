@@ -9,8 +9,10 @@ and cut into lines here, so memory does not grow with the file. Each line is rou
   (found anywhere in the line, after any launcher wrapper) and go to the message handlers of
   :mod:`stallscope.ingest.nccl_messages` (each distinct message parsed once per file where the
   handler allows, :mod:`stallscope.ingest.nccl_memo`), or are PyTorch ProcessGroupNCCL watchdog lines
-  (:mod:`stallscope.ingest.watchdog`) or a bare ``NCCL version`` line;
-* nccl-tests output (``#`` headers, the result table) goes to :mod:`stallscope.ingest.nccl_tests`;
+  (:mod:`stallscope.ingest.watchdog`; a block's watchdog lines are taken together, each distinct text
+  read once) or a bare ``NCCL version`` line;
+* nccl-tests output (``#`` headers, the result table) goes to :mod:`stallscope.ingest.nccl_tests` (a
+  block's lines walked together, each distinct text read once);
 * when the first block has no NCCL prefix at all (the poster stripped it), every line is tried
   as a bare message ("bare mode");
 * everything else is program output and is ignored.
