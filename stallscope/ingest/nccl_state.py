@@ -24,7 +24,7 @@ BATCH_ROWS = 50_000
 MAX_DEFERRED_CONNECTIONS = 200_000
 #: buffers with fewer rows are built by pyarrow (:meth:`RowBuffer.to_arrow`)
 ARROW_ROWS = 4096
-#: tables kept whole (as dicts) until the end of the file
+#: tables kept whole (as dicts; watchdog rows as (shared record, line number) pairs) until the end of the file
 DEFERRED = ("nccl_comms", "nccl_net", "watchdog_timeouts")
 #: deferred tables whose end-of-file completion also takes frames of rows (replayed column by column)
 DEFERRED_FRAMES = ("nccl_net",)

@@ -28,6 +28,9 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
+from stallscope.ingest.nccl_state import RowBuffer
 from stallscope.ingest.schemas.nccl import RAY_WRAPPER_RE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,7 +72,7 @@ def parse_line(state: LogState, text: str, ln: int) -> bool:
     rec = _record(text)
     if rec is None:
         return False
-    state.deferred["watchdog_timeouts"].append({**rec, "file": state.label, "line_no": ln})
+    state.deferred["watchdog_timeouts"].append((rec, ln))  # type: ignore[arg-type]
     return True
 
 
@@ -81,8 +84,7 @@ def record_of(text: str) -> dict[str, Any] | None:
 
 def add_records(state: LogState, records: list[dict[str, Any]], line_nos: list[int]) -> None:
     """Add the records of lines read in bulk (``record_of`` each line's text; ``line_nos`` theirs)."""
-    label = state.label
-    state.deferred["watchdog_timeouts"].extend([{**r, "file": label, "line_no": ln} for r, ln in zip(records, line_nos)])
+    state.deferred["watchdog_timeouts"].extend(zip(records, line_nos))  # type: ignore[arg-type]
 
 
 @lru_cache(maxsize=MAX_MESSAGES)
@@ -133,18 +135,44 @@ def _record(text: str) -> dict[str, Any] | None:
 
 
 def finish(state: LogState) -> None:
-    """Complete timeout rows from the status line of the same work, then move every row to its buffer."""
-    rows = state.deferred["watchdog_timeouts"]
-    rows.sort(key=itemgetter("line_no"))  # lines read in bulk (nccl_log) came before the block's others
+    """Complete timeout rows from the status line of the same work, then move every row to the table.
+
+    The file's rows are kept as (shared record, line number) pairs: a row is its record, completed,
+    plus the file and line. Completion depends on the record alone (and the file's first status line of
+    each work), so each distinct record is completed once and becomes one row of a small table, which
+    is gathered to the lines.
+    """
+    rows: list[tuple[dict[str, Any], int]] = state.deferred["watchdog_timeouts"]  # type: ignore[assignment]
+    if not rows:
+        return
+    rows.sort(key=itemgetter(1))  # lines read in bulk (nccl_log) came before the block's others
     status: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
-    for d in rows:
+    for d, _ in rows:
         if d["record"] == "status":
             status.setdefault((d["pid"], d["rank"], d["seq"]), d)
-    for d in rows:
-        if d["record"] == "timeout":
-            s = status.get((d["pid"], d["rank"], d["seq"]))
-            if s is not None:
-                for k in ("pg_id", "pg_guid", "pg_desc", "last_enqueued", "last_completed"):
-                    if d.get(k) is None:
-                        d[k] = s[k]
-        state.add_dict("watchdog_timeouts", d)
+    buf = RowBuffer("watchdog_timeouts", state.buffers["watchdog_timeouts"].schema)
+    codes: dict[int, int] = {}  # id(record) -> its row in buf (the records are alive: rows hold them)
+    at = []
+    for d, _ in rows:
+        c = codes.get(id(d))
+        if c is None:
+            c = codes[id(d)] = len(buf.rows)
+            buf.rows.append(tuple(map(_completed(d, status, state.label).get, buf.columns)))
+        at.append(c)
+    table = buf.to_arrow().take(pa.array(at, pa.int32()))
+    i = table.schema.get_field_index("line_no")
+    table = table.set_column(i, table.schema.field(i), pa.array([ln for _, ln in rows], table.schema.field(i).type))
+    state.add_arrow("watchdog_timeouts", table)
+
+
+def _completed(d: dict[str, Any], status: dict[tuple[Any, Any, Any], dict[str, Any]], label: str) -> dict[str, Any]:
+    """A record's row but its line number: a timeout takes the PG and last enqueued/completed fields it lacks
+    from the status line of the same process, rank and work."""
+    d = {**d, "file": label}
+    if d["record"] == "timeout":
+        s = status.get((d["pid"], d["rank"], d["seq"]))
+        if s is not None:
+            for k in ("pg_id", "pg_guid", "pg_desc", "last_enqueued", "last_completed"):
+                if d.get(k) is None:
+                    d[k] = s[k]
+    return d
