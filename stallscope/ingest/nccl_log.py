@@ -220,7 +220,7 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
     comms = nccl_bulk.BlockComms(state, dict(state.thread_comm))
     tests_open = None  # whether a result table is open after the block's nccl-tests lines (read in bulk)
     if not has_nul:
-        _watchdog_lines(state, arr, rest, nccl & (fed < 0), base)
+        _unprefixed_lines(state, arr, rest, nccl & (fed < 0), base)
         tests = np.flatnonzero(rest & ~nccl)
         if len(tests):
             left, tests_open = nccl_tests.parse_lines(state, arr.take(tests), (tests + (base + 1)).tolist())
@@ -245,37 +245,44 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
     return n
 
 
-def _watchdog_lines(state: LogState, arr: pa.LargeStringArray, rest: np.ndarray, cand: np.ndarray, base: int) -> None:
-    """Take the watchdog lines among the block's lines ``rest & cand`` (NCCL lines left to the per-line path)
-    off ``rest`` and add their records, each distinct text read once.
+def _unprefixed_lines(state: LogState, arr: pa.LargeStringArray, rest: np.ndarray, cand: np.ndarray, base: int) -> None:
+    """Take the watchdog lines, and the lines no handler reads, among the block's lines ``rest & cand`` (NCCL
+    lines left to the per-line path) off ``rest``, and add the watchdog records; each distinct text is
+    read once.
 
     A watchdog log repeats its lines (every rank prints the same teardown notice, status and timeout
-    lines differ in a few numbers): one line at a time, the routing to :func:`watchdog.parse_line`
-    cost more than the cached record. Whether a text is a watchdog line is decided as :func:`_line`
-    decides it; the rows are put back in line order at the end of the file (:func:`watchdog.finish`).
+    lines differ in a few numbers), and so does text that mentions NCCL without a prefix (an
+    environment echo, a launcher's notice): one line at a time, the routing cost more than the cached
+    answer. What a text is is decided as :func:`_line` decides it (outside bare mode); the watchdog
+    rows are put back in line order at the end of the file (:func:`watchdog.finish`).
     """
     idx = np.flatnonzero(rest & cand)
     if len(idx) == 0:
         return
     enc = pc.dictionary_encode(arr.take(idx))
-    recs = [_watchdog_record(v) for v in enc.dictionary.to_pylist()]
+    kinds = [_unprefixed(v) for v in enc.dictionary.to_pylist()]
     codes = enc.indices.to_numpy()
-    hit = np.array([r is not None for r in recs], dtype=bool)[codes]
-    if not hit.any():
-        return
-    rest[idx[hit]] = False
-    watchdog.add_records(state, [recs[c] for c in codes[hit].tolist()], (idx[hit] + (base + 1)).tolist())
+    taken = np.array([k[0] for k in kinds], dtype=bool)[codes]
+    rest[idx[taken]] = False
+    wd = np.array([k[1] is not None for k in kinds], dtype=bool)[codes]
+    if wd.any():
+        watchdog.add_records(state, [kinds[c][1] for c in codes[wd].tolist()], (idx[wd] + (base + 1)).tolist())
 
 
-def _watchdog_record(value: str) -> dict[str, Any] | None:
-    """The watchdog record of one line (its text with the newline) when :func:`_line` would take it for a
-    watchdog line (no NCCL prefix of either shape), else None."""
+def _unprefixed(value: str) -> tuple[bool, dict[str, Any] | None]:
+    """(whether the per-line path can skip the line, its watchdog record) for one line (its text with the
+    newline): a line with no NCCL prefix of either shape is a watchdog line, a bare ``NCCL version``
+    line (left to the per-line path: it adds facts among other lines' facts) or nothing."""
     text = value[:-1] if value[-1:] == "\n" else value
     if text[-1:] == "\r":
         text = text[:-1]
-    if _fast_prefix(text) is not None or _slow_shape(text)[0] is not None:
-        return None
-    return watchdog.record_of(text)
+    if _fast_prefix(text) is not None:
+        return False, None
+    m, v = _slow_shape(text)
+    if m is not None:
+        return False, None
+    rec = watchdog.record_of(text)
+    return rec is not None or v is None, rec
 
 
 def _line(state: LogState, raw: bytes, ln: int, where: Callable[[], int], bare: bool, has_nul: bool) -> None:

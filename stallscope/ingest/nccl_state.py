@@ -216,6 +216,19 @@ class LogState:
     def add_dict(self, table: str, d: dict[str, Any]) -> None:
         self.add(table, tuple(map(d.get, self.buffers[table].columns)))
 
+    def add_gathered(self, table: str, rows: list[dict[str, Any]], at: list[int], line_nos: list[int]) -> None:
+        """Rows of lines that repeat a few distinct rows: line k's row is ``rows[at[k]]`` with ``line_no``
+        ``line_nos[k]`` (the lines in order, after every row added so far). Each distinct row is made
+        once, and the table is gathered from them: no dict and no tuple per line."""
+        buf = self.buffers[table]
+        if buf.rows:  # rows of earlier lines are written first (a flush writes its batches before its rows)
+            self.flush(table)
+        distinct = RowBuffer(table, buf.schema)
+        distinct.rows = [tuple(map(d.get, buf.columns)) for d in rows]
+        data = distinct.to_arrow().take(pa.array(at, pa.int32()))
+        i = data.schema.get_field_index("line_no")
+        self.add_arrow(table, data.set_column(i, data.schema.field(i), pa.array(line_nos, data.schema.field(i).type)))
+
     def flush(self, table: str) -> None:
         buf = self.buffers[table]
         parts = self.chunks.pop(table, [])

@@ -63,17 +63,24 @@ def parse_lines(state: LogState, lines: pa.LargeStringArray, line_nos: list[int]
     parsed = [_parse(t[:-1].rstrip("\r") if t[-1:] == "\n" else t.rstrip("\r")) for t in texts]
     hashed = [t[:1] == "#" for t in texts]
     left = np.zeros(len(line_nos), dtype=bool)
-    table_open, label, add = state.tests_table, state.label, state.add_dict
+    table_open = state.tests_table
+    got: dict[str, tuple[list[int], list[int]]] = {}  # table -> the codes of its lines' texts, their line numbers
     for j, (c, ln) in enumerate(zip(enc.indices.to_numpy().tolist(), line_nos)):
         if not (table_open or hashed[c]):
             continue
-        table, row, after, _ok = parsed[c]
+        table, _row, after, _ok = parsed[c]
         if after is not None:
             table_open = after
         if table == "nccl_facts":
             left[j] = True
         elif table is not None:
-            add(table, {**row, "file": label, "line_no": ln})  # type: ignore[dict-item]
+            codes, lns = got.setdefault(table, ([], []))
+            codes.append(c)
+            lns.append(ln)
+    for table, (codes, lns) in got.items():
+        rows: dict[int, int] = {}  # code -> its row among the table's distinct rows
+        at = [rows.setdefault(c, len(rows)) for c in codes]
+        state.add_gathered(table, [{**parsed[c][1], "file": state.label} for c in rows], at, lns)  # type: ignore[dict-item]
     return left, table_open
 
 

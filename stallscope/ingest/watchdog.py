@@ -28,9 +28,6 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
-from stallscope.ingest.nccl_state import RowBuffer
 from stallscope.ingest.schemas.nccl import RAY_WRAPPER_RE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -150,19 +147,16 @@ def finish(state: LogState) -> None:
     for d, _ in rows:
         if d["record"] == "status":
             status.setdefault((d["pid"], d["rank"], d["seq"]), d)
-    buf = RowBuffer("watchdog_timeouts", state.buffers["watchdog_timeouts"].schema)
-    codes: dict[int, int] = {}  # id(record) -> its row in buf (the records are alive: rows hold them)
+    codes: dict[int, int] = {}  # id(record) -> its row (the records are alive: rows hold them)
+    distinct: list[dict[str, Any]] = []
     at = []
     for d, _ in rows:
         c = codes.get(id(d))
         if c is None:
-            c = codes[id(d)] = len(buf.rows)
-            buf.rows.append(tuple(map(_completed(d, status, state.label).get, buf.columns)))
+            c = codes[id(d)] = len(distinct)
+            distinct.append(_completed(d, status, state.label))
         at.append(c)
-    table = buf.to_arrow().take(pa.array(at, pa.int32()))
-    i = table.schema.get_field_index("line_no")
-    table = table.set_column(i, table.schema.field(i), pa.array([ln for _, ln in rows], table.schema.field(i).type))
-    state.add_arrow("watchdog_timeouts", table)
+    state.add_gathered("watchdog_timeouts", distinct, at, [ln for _, ln in rows])
 
 
 def _completed(d: dict[str, Any], status: dict[tuple[Any, Any, Any], dict[str, Any]], label: str) -> dict[str, Any]:
