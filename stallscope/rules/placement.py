@@ -53,6 +53,38 @@ def connections(ctx: Context) -> pl.DataFrame | None:
     return t
 
 
+def shm_share(ctx: Context) -> dict[str, float]:
+    """Per host: the share of its intra-node connections (P2P or SHM) that go through SHM."""
+    conns = connections(ctx)
+    if conns is None or conns.height == 0 or "transport" not in conns.columns:
+        return {}
+    intra = conns.filter(pl.col("transport").is_in(["P2P", "SHM"]) & pl.col("host").is_not_null())
+    share = intra.group_by("host").agg((pl.col("transport") == "SHM").mean().alias("shm"))
+    return dict(zip(share["host"].to_list(), share["shm"].to_list()))
+
+
+def p2p_disabled_by_env(ctx: Context) -> set[str]:
+    """Hosts whose NCCL log echoes ``NCCL_P2P_DISABLE=1`` or ``NCCL_P2P_LEVEL=LOC``/``0``."""
+    env = _table(ctx, "nccl_env", "host, name, value")
+    if env is None or env.height == 0:
+        return set()
+    off = env.filter(((pl.col("name") == "NCCL_P2P_DISABLE") & (pl.col("value") == "1"))
+                     | ((pl.col("name") == "NCCL_P2P_LEVEL") & pl.col("value").is_in(["LOC", "0"])))
+    return set(off["host"].drop_nulls().to_list())
+
+
+def shm_evidence(ctx: Context, value: float | None) -> Evidence:
+    return Evidence("intra-node transports per host (SHM instead of P2P)",
+                    f"SELECT host, transport, count(*) AS connections FROM nccl_connections WHERE {ctx.where} "
+                    f"AND transport IN ('P2P', 'SHM') GROUP BY ALL ORDER BY host, transport", value)
+
+
+def p2p_env_evidence(ctx: Context) -> Evidence:
+    return Evidence("NCCL P2P settings echoed by each host",
+                    f"SELECT DISTINCT host, name, value FROM nccl_env WHERE {ctx.where} AND name IN "
+                    f"('NCCL_P2P_DISABLE', 'NCCL_P2P_LEVEL', 'NCCL_SHM_DISABLE') ORDER BY host", None)
+
+
 def placement_differences(ctx: Context, host: str) -> Differences:
     cache = ctx.__dict__.setdefault("_placement_cache", {})
     if host in cache:
@@ -63,19 +95,14 @@ def placement_differences(ctx: Context, host: str) -> Differences:
         return diffs
     others = diffs.hosts_with_logs - {host}
     w = ctx.where
+    s = shm_share(ctx)
+    peer = [s[h] for h in others if h in s]
+    if host in s and peer and s[host] >= 0.5 and max(peer) < 0.5:
+        diffs.items.append(f"its GPUs talk through shared memory (SHM, {s[host]:.0%} of intra-node connections) where the "
+                           f"other hosts use P2P/NVLink")
+        diffs.evidence.append(shm_evidence(ctx, round(s[host], 3)))
     conns = connections(ctx)
     if conns is not None and conns.height and "transport" in conns.columns:
-        intra = conns.filter(pl.col("transport").is_in(["P2P", "SHM"]) & pl.col("host").is_not_null())
-        if intra.height:
-            share = intra.group_by("host").agg((pl.col("transport") == "SHM").mean().alias("shm"))
-            s = dict(zip(share["host"].to_list(), share["shm"].to_list()))
-            peer = [s[h] for h in others if h in s]
-            if host in s and peer and s[host] >= 0.5 and max(peer) < 0.5:
-                diffs.items.append(f"its GPUs talk through shared memory (SHM, {s[host]:.0%} of intra-node connections) where the "
-                                   f"other hosts use P2P/NVLink")
-                diffs.evidence.append(Evidence("intra-node transports per host (SHM instead of P2P)",
-                                               f"SELECT host, transport, count(*) AS connections FROM nccl_connections WHERE {w} "
-                                               f"AND transport IN ('P2P', 'SHM') GROUP BY ALL ORDER BY host, transport", round(s[host], 3)))
         net = conns.filter((pl.col("transport") == "NET") & pl.col("host").is_not_null() & pl.col("gdr").is_not_null())
         if net.height:
             g = net.group_by("host").agg(pl.col("gdr").mean().alias("gdr"))
@@ -86,16 +113,10 @@ def placement_differences(ctx: Context, host: str) -> Differences:
                 diffs.evidence.append(Evidence("GPUDirect RDMA on NET connections per host",
                                                f"SELECT host, gdr, count(*) AS connections FROM nccl_connections WHERE {w} "
                                                f"AND transport = 'NET' GROUP BY ALL ORDER BY host, gdr", round(gd[host], 3)))
-    env = _table(ctx, "nccl_env", "host, name, value")
-    if env is not None and env.height:
-        p2p_off = env.filter(((pl.col("name") == "NCCL_P2P_DISABLE") & (pl.col("value") == "1"))
-                             | ((pl.col("name") == "NCCL_P2P_LEVEL") & pl.col("value").is_in(["LOC", "0"])))
-        off_hosts = set(p2p_off["host"].drop_nulls().to_list())
-        if host in off_hosts and not (others & off_hosts):
-            diffs.items.append("P2P is disabled by environment on it (NCCL_P2P_DISABLE / NCCL_P2P_LEVEL) and not elsewhere")
-            diffs.evidence.append(Evidence("NCCL P2P settings echoed by each host",
-                                           f"SELECT DISTINCT host, name, value FROM nccl_env WHERE {w} AND name IN "
-                                           f"('NCCL_P2P_DISABLE', 'NCCL_P2P_LEVEL', 'NCCL_SHM_DISABLE') ORDER BY host", None))
+    off_hosts = p2p_disabled_by_env(ctx)
+    if host in off_hosts and not (others & off_hosts):
+        diffs.items.append("P2P is disabled by environment on it (NCCL_P2P_DISABLE / NCCL_P2P_LEVEL) and not elsewhere")
+        diffs.evidence.append(p2p_env_evidence(ctx))
     topo = _table(ctx, "nccl_topology", "host, kind, type_inter, link_type, node, peer")
     if topo is not None and topo.height:
         g = topo.filter((pl.col("kind") == "graph") & pl.col("type_inter").is_not_null())

@@ -174,6 +174,14 @@ def _drop_culprit_logs(bundle: Path, truth: dict[str, Any]) -> None:
             (bundle / log).unlink()
 
 
+def _keep_only_culprit_logs(bundle: Path, truth: dict[str, Any]) -> None:
+    """Only the culprit host's NCCL logs were collected (the others' directories were not)."""
+    for host, logs in truth["bundle"]["nccl_logs"].items():
+        if host not in truth["culprit_hosts"]:
+            for log in logs:
+                (bundle / log).unlink(missing_ok=True)  # ranks sharing a pid share a file
+
+
 def _manifest_ports(degraded: bool) -> Callable[[Path, dict[str, Any]], None]:
     """Add the collector's manifest with its ``/sys/class/infiniband`` probe per host: every port
     ACTIVE at the job's link rate; on the culprit host of a degraded NIC, one port trained down to
@@ -224,6 +232,9 @@ class Jobs:
             elif name == "xsock_other_logs":
                 self._jobs[name] = _generated(name, d, _drop_culprit_logs, like="xsock_logs", archive="dir", nodes=3,
                                               severity="severe")
+            elif name == "p2p_lone_log":
+                self._jobs[name] = _generated(name, d, _keep_only_culprit_logs, like="p2p_logs", seed=80, parallelism="ddp",
+                                              nodes=3, gpus=8, archive="dir", metadata=True, torch_variant="kineto_2024")
             elif name == "mixed_runs":
                 self._jobs[name] = _mixed_runs(d)
             else:

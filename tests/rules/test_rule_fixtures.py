@@ -53,6 +53,9 @@ EXPECTED: dict[str, set[str]] = {
     "p2p_nologs": {"LOC002"},
     "p2p_logs": {"LOC002"},
     "xsock_logs": {"LOC004"},
+    # only the culprit's log, which disables P2P: every DDP ring hops through its SHM, the
+    # inter-node collectives collapse to host-memory speed; no peer log to compare with
+    "p2p_lone_log": {"LOC003"},
     # the culprit's own log is missing: its CPU-side stalls and the collapsed bandwidth name it
     "xsock_other_logs": {"LOC004"},
 }
@@ -103,7 +106,7 @@ def test_every_rule_has_a_firing_fixture() -> None:
     assert covered == set(RULES)
 
 
-@pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "intermittent_pair", "degraded_logs", "degraded_manifest", "degraded_2hosts", "degraded_2hosts_graph", "degraded_onelog", "p2p_logs",
+@pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "intermittent_pair", "degraded_logs", "degraded_manifest", "degraded_2hosts", "degraded_2hosts_graph", "degraded_onelog", "p2p_logs", "p2p_lone_log",
                                   "xsock_nologs"])
 def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
     j = jobs[name]
