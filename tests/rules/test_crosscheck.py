@@ -27,6 +27,10 @@ CASES = {
     "l_p1": "one host on SHM in flat DDP read as a job-wide fabric collapse (FAB001 high, LOC003 low behind it)",
     "l_n5": "one host's log lists 3 RDMA NICs where the others list 4, no WARN: no finding",
     "l_h2": "healthy FSDP with NCCL logs of a second simulator (extra NET and graph lines): no finding",
+    "l_p5": "only the culprit's log, which disables P2P; flat DDP rings through its SHM hops read as FAB001",
+    "mo_n1": "MoE, degraded NIC: its expert-parallel peer (same slow all-to-alls, fast replica all-reduces) named too, "
+             "so neither was",
+    "mo_h1": "healthy MoE job whose routing noise read as medium jitter",
 }
 
 

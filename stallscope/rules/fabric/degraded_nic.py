@@ -56,7 +56,10 @@ class DegradedNic(Rule):
 
     Options:
         Transfers through the host count as slow below 60 % of the others' median busbw for the
-        same (op, bytes, members), over at least 3 instances; a host's NIC capacity (graph
+        same (op, bytes, members), over at least 3 instances, and for every kind of group (op,
+        members) with 3 or more instances through it (MoE jobs: a host is in a slow
+        expert-parallel all-to-all group *and* a slow replica all-reduce group; its all-to-all
+        peer, whose replica all-reduces run at full speed, is not); a host's NIC capacity (graph
         bandwidth or active port rate) counts as low below 75 % of the median of the others' (graph
         bandwidth from only two hosts' logs counts when it is lower for the same communicator,
         ranks and nodes, as NCCL's search is deterministic on identical hardware; else the
@@ -210,7 +213,15 @@ class DegradedNic(Rule):
             j = a.join(b, on=["op", "bytes", "members"])
             if j.height == 0 or int(j["n"].sum()) < 3:
                 continue
+            # a degraded NIC slows every kind of group that crosses it: when one kind (op, group
+            # size) with enough instances runs through the host as fast as without it, the slow
+            # kind is slow for another reason (a peer host in its groups)
+            kinds = (j.with_columns((pl.col("bw_w") / pl.col("bw_o")).alias("r")).group_by("op", "members")
+                     .agg(pl.col("r").median(), pl.col("n").sum()))
+            counted = kinds.filter(pl.col("n") >= 3)
             ratio = float((j["bw_w"] / j["bw_o"]).median())
+            if counted.height >= 2:
+                ratio = max(ratio, float(counted["r"].max()))
             if ratio < 0.6:
                 withh = x2.filter(pl.col("with")).join(b, on=["op", "bytes", "members"])
                 fix = {pos_of[int(i)]: float(t) for i, t in zip(withh["instance_id"].to_list(), withh["t_o"].to_list()) if int(i) in pos_of}
