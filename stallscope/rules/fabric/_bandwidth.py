@@ -349,11 +349,16 @@ def inter_far_below(ctx: Context, *, without: str | None = None) -> tuple[bool, 
     (NCCL's graph, port rates), and under COLLAPSE_SHARE of a floor (NICs counted at the slowest
     RDMA speed, or the single-NIC reference): a healthy fabric is at or above its floor, so
     falling 30 % under it is as telling as falling 40 % under what the NICs are known to carry."""
-    inter = inter_expectations(ctx, without=without)
-    if inter.height < 3 or not arrive_together(inter):
-        return False, inter, 0.0, 0.0, "reference"
-    expected, basis = expected_busbw(ctx, without=without)
-    # per-host equivalent: what the host's NICs carried, given the group's share of them
-    host_bw = float((inter["busbw_gbps"] / inter["share"]).median())
-    far = host_bw < (COLLAPSE_SHARE if basis in FLOOR_BASES else FAR_BELOW) * expected
-    return far, inter, host_bw, expected, basis
+    # asked by FAB001, LOC003 (once per host) and LOC004: computed once per job and ``without``
+    cache = ctx.__dict__.setdefault("_far_below_cache", {})
+    if without not in cache:
+        inter = inter_expectations(ctx, without=without)
+        if inter.height < 3 or not arrive_together(inter):
+            cache[without] = (False, inter, 0.0, 0.0, "reference")
+        else:
+            expected, basis = expected_busbw(ctx, without=without)
+            # per-host equivalent: what the host's NICs carried, given the group's share of them
+            host_bw = float((inter["busbw_gbps"] / inter["share"]).median())
+            far = host_bw < (COLLAPSE_SHARE if basis in FLOOR_BASES else FAR_BELOW) * expected
+            cache[without] = (far, inter, host_bw, expected, basis)
+    return cache[without]

@@ -7,8 +7,8 @@ import polars as pl
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.fabric._bandwidth import (
-    expected_busbw, fabric_facts, graph_bandwidth_same_comm, host_bandwidth_handicap, inter_expectations, inter_transfers, transfers_at_bandwidth,
-    transfers_scaled)
+    expected_busbw, fabric_facts, graph_bandwidth_same_comm, host_bandwidth_handicap, inter_expectations, inter_transfers,
+    transfers_at_bandwidth, transfers_scaled)
 from stallscope.rules.placement import log_hosts, placement_differences
 
 #: WARN texts that point at an RDMA NIC, port or link (not at NVML, CUDA or NCCL's configuration)
@@ -63,8 +63,9 @@ class DegradedNic(Rule):
         bandwidth or active port rate) counts as low below 75 % of the median of the others' (graph
         bandwidth from only two hosts' logs counts when it is lower for the same communicator,
         ranks and nodes, as NCCL's search is deterministic on identical hardware; else the
-        transfers must run below 80 % of what the fabric gives without the host). When the traces cannot measure the cost (no message
-        sizes, no peer to compare with), a host with hardware errors is medium severity when
+        transfers must run below 80 % of what the fabric gives without the host). When the
+        traces cannot measure the cost (no message sizes, no peer to compare with), a host with
+        hardware errors is medium severity when
         exposed inter-node communication takes ≥ 10 % of the median rank's time, else low.
     """
 
@@ -210,16 +211,14 @@ class DegradedNic(Rule):
             a = x2.filter(pl.col("with")).group_by("op", "bytes", "members").agg(pl.col("busbw_gbps").median().alias("bw_w"), pl.len().alias("n"))
             b = x2.filter(~pl.col("with")).group_by("op", "bytes", "members").agg(pl.col("busbw_gbps").median().alias("bw_o"),
                                                                                  pl.col("transfer_ns").median().alias("t_o"))
-            j = a.join(b, on=["op", "bytes", "members"])
+            j = a.join(b, on=["op", "bytes", "members"]).with_columns((pl.col("bw_w") / pl.col("bw_o")).alias("r"))
             if j.height == 0 or int(j["n"].sum()) < 3:
                 continue
             # a degraded NIC slows every kind of group that crosses it: when one kind (op, group
             # size) with enough instances runs through the host as fast as without it, the slow
             # kind is slow for another reason (a peer host in its groups)
-            kinds = (j.with_columns((pl.col("bw_w") / pl.col("bw_o")).alias("r")).group_by("op", "members")
-                     .agg(pl.col("r").median(), pl.col("n").sum()))
-            counted = kinds.filter(pl.col("n") >= 3)
-            ratio = float((j["bw_w"] / j["bw_o"]).median())
+            counted = j.group_by("op", "members").agg(pl.col("r").median(), pl.col("n").sum()).filter(pl.col("n") >= 3)
+            ratio = float(j["r"].median())
             if counted.height >= 2:
                 ratio = max(ratio, float(counted["r"].max()))
             if ratio < 0.6:
