@@ -1,10 +1,10 @@
-"""Attribution accuracy on bundles from three independent simulators (see README.md).
+"""Attribution accuracy on bundles from five independent simulators (see README.md).
 
     python benchmarks/crosscheck/run.py [--only NAME,...] [--json OUT] [--keep DIR]
 
-Writes every bundle of ``specs.SPECS`` (126: 52 from ``ddp_sim``, 44 from ``pipeline_sim``, 30 from
-``fabric_sim``, the only ones with NCCL debug logs, and 30 from ``moe_sim``) into a
-temporary directory, one at a time, runs ``stallscope.api.postmortem(bundle, store=<fresh dir>,
+Writes every bundle of ``specs.SPECS`` (186: 52 from ``ddp_sim``, 44 from ``pipeline_sim``, 30 from
+``fabric_sim`` (all with NCCL debug logs), 30 from ``moe_sim`` and 30 from ``noisy_sim`` (15 with NCCL
+debug logs)) into a temporary directory, one at a time, runs ``stallscope.api.postmortem(bundle, store=<fresh dir>,
 workers=1)`` on it and scores the answer the way ``benchmarks/attribution_eval.py`` does:
 
 * **predicted cause** = the cause of the first finding that is not about input quality and has
@@ -189,7 +189,7 @@ def main() -> None:
             print(line(r), flush=True)
     wall = time.perf_counter() - t0
     print()
-    for gen in ("ddp", "pipeline", "fabric", "moe"):
+    for gen in ("ddp", "pipeline", "fabric", "moe", "noisy"):
         part = [r for r in results if r["generator"] == gen]
         if part and len(part) < len(results):
             print(summary(part, f"{gen + '_sim':<13}"))

@@ -4,7 +4,8 @@ Three sets, made by three reviewers with three independent simulators (``ddp_sim
 ``pipeline_sim`` and ``fabric_sim``, see README.md):
 
 * ``generator`` -- ``"ddp"`` (``ddp_sim.Cfg``), ``"pipeline"`` (``pipeline_sim.Cfg``) or ``"fabric"``
-  (``fabric_sim.Cfg``: bundles with NCCL debug logs);
+  (``fabric_sim.Cfg``: bundles with NCCL debug logs); ``"moe"`` and ``"noisy"`` further down
+  (``MoeSpec``, ``NoisySpec``);
 * ``kwargs`` -- the ``Cfg`` fields that differ from the defaults (the seed fixes every byte);
 * ``cause`` -- ``none``, ``synchronization``, ``locality`` or ``fabric``;
 * ``ranks`` / ``hosts`` -- the culprit ranks and culprit host *indices* (0-based, in the order
@@ -270,4 +271,67 @@ MOE_SPECS: list[Spec] = [
 ]
 SPECS += MOE_SPECS
 BY_NAME.update({s.name: s for s in MOE_SPECS})
+assert len(BY_NAME) == len(SPECS), "duplicate spec names"
+
+# --- noisy_sim (simulator #5, README.md): DDP / FSDP / TP+DP with the nuisances of real clusters
+# (GC and DataLoader hiccups on random ranks, a slow first step, heavy-tailed kernels, per-step work
+# changes, host clocks, mixed names and gzip, a killed rank; Socket bootstrap, harmless WARNs and
+# env echoes in the logs). Host indices count from 0 (hostfmt "gpu-node-{:03d}" names index 0
+# "gpu-node-001"). Truth rules of this set: a fault that loses < 3 % against the healthy twin is
+# "none"; a synchronization truth names the culprit rank (and its host); a degraded NIC names its host
+# only when the bundle holds that host's NCCL log (otherwise every world ring crosses it and the
+# traces cannot tell it); P2P off and a cross-socket NIC are "locality" with the host, used only
+# where the host can be told (TP groups inside the host, or that host's logs); with two faults the
+# truth is the one that loses more alone.
+import noisy_sim  # noqa: E402
+
+
+@dataclass(frozen=True)
+class NoisySpec(Spec):
+    def cfg(self) -> Any:
+        return noisy_sim.Cfg(name=self.name, **self.kwargs)
+
+    def write(self, outdir: str | Path) -> dict[str, Any]:
+        return noisy_sim.write_bundle(self.cfg(), str(outdir))
+
+
+def N(name: str, kwargs: dict[str, Any], cause: str, ranks: list[int], hosts: list[int], lost: float,
+      note: str = "") -> Spec:
+    return NoisySpec(name, "noisy", kwargs, cause, ranks, hosts, lost, note)
+
+
+NOISY_SPECS: list[Spec] = [
+    N('n5_h1', {'mode': 'ddp', 'nodes': 2, 'gpn': 8, 'seed': 5101}, 'none', [], [], lost=0.0, note='DDP 2x8 H100, 8x400G IB; GC/DataLoader noise, warm-up step, +-8 ms clocks; trace-only'),
+    N('n5_h2', {'mode': 'fsdp', 'nodes': 4, 'gpn': 8, 'nics': 4, 'nic_gbps': 200, 'seed': 5102, 'gz': 'all', 'logs': 'all', 'nccl': '2.21.5'}, 'none', [], [], lost=0.0, note='FSDP 4x8 on 4x200G (all-gathers partly exposed, by design); all gzipped; logs of every host'),
+    N('n5_h3', {'mode': 'tpdp', 'nodes': 4, 'gpn': 8, 'seed': 5103, 'naming': 'rank', 'clock_ms': 20}, 'none', [], [], lost=0.0, note='TP8 x DP4, rank<N> file names (no host names), +-20 ms clocks; trace-only'),
+    N('n5_h4', {'mode': 'ddp', 'nodes': 8, 'gpn': 4, 'gpu': 'A100', 'nics': 4, 'nic_gbps': 200, 'seed': 5104, 'gz': 'odd', 'logs': [0, 2, 5], 'nccl': '2.18.3'}, 'none', [], [], lost=0.0, note='DDP 8x4 A100, logs of 3 of 8 hosts, NCCL 2.18.3, odd ranks gzipped'),
+    N('n5_h5', {'mode': 'fsdp', 'nodes': 8, 'gpn': 8, 'layers': 6, 'steps': 6, 'seed': 5105, 'truncate_rank': 37, 'gz': 'some'}, 'none', [], [], lost=0.0, note="FSDP 64 ranks, rank 37's file cut at 70 % (killed job); trace-only"),
+    N('n5_h6', {'mode': 'ddp', 'nodes': 4, 'gpn': 4, 'nics': 4, 'nic_gbps': 200, 'seed': 5106, 'gc_prob': 0.04, 'dl_hiccup_prob': 0.02, 'kern_sigma': 0.08, 'tail_prob': 0.006, 'logs': 'all', 'nccl': '2.17.1', 'log_style': 'host'}, 'none', [], [], lost=0.0, note='noisy healthy DDP 4x4: 4 % GC, 2 % DataLoader hiccups per rank-step, kernel sigma 0.08; torchrun-captured logs, NCCL 2.17.1'),
+    N('n5_h7', {'mode': 'tpdp', 'nodes': 2, 'gpn': 8, 'seed': 5107, 'clock_ms': 25, 'logs': 'all', 'nccl': '2.19.3'}, 'none', [], [], lost=0.0, note='TP8 x DP2 with logs (NCCL 2.19.3), +-25 ms clocks'),
+    N('n5_h8', {'mode': 'ddp', 'nodes': 2, 'gpn': 4, 'gpu': 'A100', 'nics': 2, 'nic_gbps': 100, 'grad_mb': 120, 'seed': 5108, 'naming': 'job'}, 'none', [], [], lost=0.0, note='DDP 2x4 A100 on 2x100G (a slow but healthy fabric), custom file names; trace-only'),
+    N('n5_z1', {'mode': 'ddp', 'nodes': 4, 'gpn': 4, 'seed': 5109, 'faults': [{'kind': 'straggler', 'rank': 5, 'slow': 0.02}]}, 'none', [], [], lost=0.0035, note='rank 5 2 % slower: under 3 %, so none; trace-only'),
+    N('n5_z2', {'mode': 'ddp', 'nodes': 2, 'gpn': 8, 'seed': 5110, 'logs': 'all', 'faults': [{'kind': 'nic_degraded', 'host': 1, 'factor': 0.8, 'log': 'flap'}]}, 'none', [], [], lost=0.0016, note="host 1's NIC flapping (port error WARNs) at 80 %, hidden under backward: none"),
+    N('n5_s1', {'mode': 'ddp', 'nodes': 4, 'gpn': 4, 'seed': 5111, 'truncate_rank': 2, 'truncate_at': 0.75, 'faults': [{'kind': 'straggler', 'rank': 13, 'slow': 0.25}]}, 'synchronization', [13], [3], lost=0.1242, note="compute straggler 1.25x, rank 2's file cut at 75 %; trace-only"),
+    N('n5_s2', {'mode': 'fsdp', 'nodes': 2, 'gpn': 8, 'seed': 5112, 'logs': 'all', 'nccl': '2.20.5', 'faults': [{'kind': 'straggler', 'rank': 6, 'slow': 0.12}]}, 'synchronization', [6], [0], lost=0.0945, note='subtle compute straggler 1.12x in FSDP, healthy logs'),
+    N('n5_s3', {'mode': 'tpdp', 'nodes': 8, 'gpn': 8, 'layers': 6, 'steps': 6, 'seed': 5113, 'gz': 'all', 'faults': [{'kind': 'straggler', 'rank': 42, 'slow': 0.2}]}, 'synchronization', [42], [5], lost=0.0435, note='64 ranks TP8 x DP8, straggler 1.2x: its TP peers wait every layer'),
+    N('n5_t1', {'mode': 'ddp', 'nodes': 4, 'gpn': 4, 'seed': 5114, 'logs': [0, 2], 'faults': [{'kind': 'host_stall', 'rank': 9, 'ms': 25}]}, 'synchronization', [9], [2], lost=0.0932, note="rank 9's DataLoader 25 ms late every step; logs of hosts 0 and 2"),
+    N('n5_t2', {'mode': 'fsdp', 'nodes': 4, 'gpn': 8, 'seed': 5115, 'naming': 'rank', 'faults': [{'kind': 'host_stall', 'rank': 3, 'ms': 10}]}, 'synchronization', [3], [0], lost=0.0412, note='subtle host stall 10 ms per step, rank<N> names; trace-only'),
+    N('n5_i1', {'mode': 'ddp', 'nodes': 4, 'gpn': 8, 'seed': 5116, 'faults': [{'kind': 'intermittent', 'rank': 20, 'ms': 120, 'steps': [2, 5]}]}, 'synchronization', [20], [2], lost=0.1058, note='rank 20 stalls 120 ms mid-forward in steps 2 and 5 (GC noise elsewhere); trace-only'),
+    N('n5_i2', {'mode': 'fsdp', 'nodes': 2, 'gpn': 8, 'seed': 5117, 'clock_ms': 20, 'logs': 'all', 'nccl': '2.18.3', 'faults': [{'kind': 'intermittent', 'rank': 7, 'ms': 60, 'steps': [1, 3, 6]}]}, 'synchronization', [7], [0], lost=0.1103, note='rank 7 stalls 60 ms in 3 of 8 steps, +-20 ms clocks, logs'),
+    N('n5_j1', {'mode': 'ddp', 'nodes': 4, 'gpn': 8, 'seed': 5118, 'faults': [{'kind': 'jitter', 'ms': 4}]}, 'synchronization', [], [], lost=0.0449, note='job-wide CPU jitter (exp. mean 4 ms DataLoader + 2 ms mid-forward per rank and step); trace-only'),
+    N('n5_j2', {'mode': 'fsdp', 'nodes': 8, 'gpn': 4, 'seed': 5119, 'gz': 'some', 'logs': 'all', 'faults': [{'kind': 'jitter', 'ms': 2.5}]}, 'synchronization', [], [], lost=0.0593, note='job-wide jitter mean 2.5 ms, FSDP 8x4, logs'),
+    N('n5_f1', {'mode': 'ddp', 'nodes': 2, 'gpn': 8, 'seed': 5120, 'logs': 'all', 'faults': [{'kind': 'socket', 'gbps': 4.5}]}, 'fabric', [], [], lost=0.8445, note='NCCL_IB_DISABLE=1: Socket at 4.5 GB/s per host, logs'),
+    N('n5_f2', {'mode': 'fsdp', 'nodes': 4, 'gpn': 4, 'gpu': 'A100', 'nics': 4, 'nic_gbps': 200, 'seed': 5121, 'faults': [{'kind': 'socket', 'gbps': 6.0}]}, 'fabric', [], [], lost=0.421, note='Socket fallback 6 GB/s, FSDP 4x4 A100; trace-only'),
+    N('n5_n1', {'mode': 'ddp', 'nodes': 4, 'gpn': 4, 'nics': 4, 'nic_gbps': 200, 'seed': 5122, 'logs': 'all', 'faults': [{'kind': 'nic_degraded', 'host': 2, 'factor': 0.3, 'log': 'flap'}]}, 'fabric', [8, 9, 10, 11], [2], lost=0.2908, note="host 2's NIC flapping at 30 %: port error WARNs there"),
+    N('n5_n2', {'mode': 'fsdp', 'nodes': 4, 'gpn': 8, 'nics': 2, 'nic_gbps': 200, 'seed': 5123, 'logs': [1, 3], 'nccl': '2.19.3', 'faults': [{'kind': 'nic_degraded', 'host': 1, 'factor': 0.5, 'log': 'down'}]}, 'fabric', [8, 9, 10, 11, 12, 13, 14, 15], [1], lost=0.1332, note="one of host 1's two NICs down (missing from NET/IB : Using), logs of hosts 1 and 3"),
+    N('n5_n3', {'mode': 'ddp', 'nodes': 4, 'gpn': 4, 'nics': 4, 'nic_gbps': 200, 'seed': 5124, 'faults': [{'kind': 'nic_degraded', 'host': 0, 'factor': 0.4}]}, 'fabric', [], [], lost=0.1848, note="host 0's NIC at 40 %, trace-only: every world ring crosses it, host not identifiable (not scored)"),
+    N('n5_p1', {'mode': 'tpdp', 'nodes': 4, 'gpn': 8, 'seed': 5125, 'faults': [{'kind': 'p2p_off', 'host': 1}]}, 'locality', [8, 9, 10, 11, 12, 13, 14, 15], [1], lost=0.5418, note='P2P off on host 1 (SHM 22 GB/s): its TP all-reduces slow, its ranks late at DP; trace-only'),
+    N('n5_p2', {'mode': 'ddp', 'nodes': 4, 'gpn': 8, 'seed': 5126, 'logs': 'all', 'nccl': '2.19.3', 'faults': [{'kind': 'p2p_off', 'host': 3}]}, 'locality', [24, 25, 26, 27, 28, 29, 30, 31], [3], lost=0.4204, note="P2P off on host 3: the world ring runs at SHM speed, SHM lines only in host 3's logs"),
+    N('n5_x1', {'mode': 'ddp', 'nodes': 4, 'gpn': 4, 'nics': 4, 'nic_gbps': 200, 'seed': 5127, 'logs': 'all', 'faults': [{'kind': 'xsocket', 'host': 1, 'factor': 0.45}]}, 'locality', [4, 5, 6, 7], [1], lost=0.1149, note="host 1's GPUs reach their NICs across sockets (SYS, GDR off): x0.45 there"),
+    N('n5_x2', {'mode': 'fsdp', 'nodes': 4, 'gpn': 8, 'nics': 2, 'nic_gbps': 200, 'seed': 5128, 'logs': [2, 3], 'nccl': '2.20.5', 'log_style': 'host', 'faults': [{'kind': 'xsocket', 'host': 2, 'factor': 0.4}]}, 'locality', [16, 17, 18, 19, 20, 21, 22, 23], [2], lost=0.2746, note='host 2 cross-socket NIC (x0.4), torchrun-captured logs of hosts 2 and 3'),
+    N('n5_d1', {'mode': 'ddp', 'nodes': 4, 'gpn': 4, 'nics': 4, 'nic_gbps': 200, 'seed': 5129, 'logs': 'all', 'faults': [{'kind': 'straggler', 'rank': 5, 'slow': 0.3}, {'kind': 'nic_degraded', 'host': 3, 'factor': 0.7, 'log': 'flap'}]}, 'synchronization', [5], [1], lost=0.1879, note='two faults: straggler 1.3x (dominant) + host 3 NIC at 70 % with WARNs'),
+    N('n5_d2', {'mode': 'fsdp', 'nodes': 2, 'gpn': 8, 'seed': 5130, 'faults': [{'kind': 'socket', 'gbps': 8.0}, {'kind': 'host_stall', 'rank': 2, 'ms': 6}]}, 'fabric', [], [], lost=0.6251, note='two faults: Socket 8 GB/s (dominant) + rank 2 DataLoader 6 ms late; trace-only'),
+]
+SPECS += NOISY_SPECS
+BY_NAME.update({s.name: s for s in NOISY_SPECS})
 assert len(BY_NAME) == len(SPECS), "duplicate spec names"
