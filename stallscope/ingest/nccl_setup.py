@@ -14,6 +14,7 @@ from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
+import pyarrow as pa
 
 from stallscope.ingest.nccl_state import arrow_table, opt_int
 from stallscope.ingest.schemas import nccl as F
@@ -354,14 +355,16 @@ def _finish_net(state: LogState) -> None:
     """IB device rows get the process's selected network plugin and their HCA's GDR state (the last
     line that says so wins), for rows kept as dicts and rows replayed as frames alike."""
     net = state.deferred["nccl_net"]
-    frame = pl.concat(state.deferred_frames.pop("nccl_net")) if state.deferred_frames.get("nccl_net") else None
+    # one frame per block, completed one at a time (a concatenation of them all doubled the memory touched)
+    frames = state.deferred_frames.pop("nccl_net", [])
     # the facts in line order (a frame's rows and the dicts never share a line)
     said: list[tuple[Any, ...]] = [(d["line_no"] if d["line_no"] is not None else -1, i, d["kind"], d["host"], d["pid"],
                                     d.get("dev_index"), d.get("net"), d.get("gdr"))
                                    for i, d in enumerate(net) if d["kind"] in ("selected", "gdr")]
-    if frame is not None:
-        said += frame.filter(pl.col("kind").is_in(["selected", "gdr"])).select(
-            "_ln", "_seq", "kind", "host", "pid", "dev_index", "net", "gdr").rows()
+    if frames:
+        for frame in frames:
+            said += frame.filter(pl.col("kind").is_in(["selected", "gdr"])).select(
+                "_ln", "_seq", "kind", "host", "pid", "dev_index", "net", "gdr").rows()
         said.sort(key=lambda e: (e[0], e[1]))
     selected = {(h, p): n for _, _, kind, h, p, _i, n, _g in said if kind == "selected"}
     gdr = {(h, p, i): g for _, _, kind, h, p, i, _n, g in said if kind == "gdr"}
@@ -372,7 +375,7 @@ def _finish_net(state: LogState) -> None:
                 d["plugin"] = sel
             d["gdr"] = gdr.get((d["host"], d["pid"], d["dev_index"]))
         state.add_dict("nccl_net", d)
-    if frame is None:
+    if not frames:
         return
     # frame rows hold values that fit their columns (nccl_memo._columnar), so a fact whose key does not
     # fit matches none of them; the joins match null keys as the dicts match None
@@ -382,12 +385,14 @@ def _finish_net(state: LogState) -> None:
     g = pl.DataFrame([(h, p, i, v) for (h, p, i), v in gdr.items() if fits(host=h, pid=p, dev_index=i, gdr=v)],
                      orient="row", schema={"host": pl.String, "pid": pl.Int64, "dev_index": pl.Int32, "_gdr": pl.Boolean})
     ib = pl.col("kind") == "ib_device"
-    frame = (frame.join(sel, on=["host", "pid"], how="left", nulls_equal=True, maintain_order="left")
-             .join(g, on=["host", "pid", "dev_index"], how="left", nulls_equal=True, maintain_order="left")
-             .with_columns(plugin=pl.when(ib & pl.col("_sel").is_not_null() & ~pl.col("_sel").is_in(["IB", "Socket"]))
-                           .then("_sel").otherwise("plugin"),
-                           gdr=pl.when(ib).then("_gdr").otherwise("gdr")))
-    state.add_arrow("nccl_net", arrow_table(frame.select(state.buffers["nccl_net"].columns), state.buffers["nccl_net"].schema))
+    buf = state.buffers["nccl_net"]
+    parts = [arrow_table(frame.join(sel, on=["host", "pid"], how="left", nulls_equal=True, maintain_order="left")
+                         .join(g, on=["host", "pid", "dev_index"], how="left", nulls_equal=True, maintain_order="left")
+                         .with_columns(plugin=pl.when(ib & pl.col("_sel").is_not_null() & ~pl.col("_sel").is_in(["IB", "Socket"]))
+                                       .then("_sel").otherwise("plugin"),
+                                       gdr=pl.when(ib).then("_gdr").otherwise("gdr")).select(buf.columns), buf.schema)
+             for frame in frames]
+    state.add_arrow("nccl_net", pa.concat_tables(parts))
 
 
 def _fits(schema: dict[str, pl.DataType], **values: Any) -> bool:
