@@ -83,7 +83,8 @@ def render_text(doc: dict) -> str:
         lines.append("verdict: no significant slowdown found (no finding of medium severity or above)")
     else:
         f = main[0]
-        lines.append(f"verdict: {f['cause']} — {f['title']} ({f['severity']}, ~{100 * (f['lost_time_fraction'] or 0):.0f}% of the time)")
+        cost = "time lost not measured" if f["lost_time_fraction"] is None else f"~{100 * f['lost_time_fraction']:.0f}% of the time"
+        lines.append(f"verdict: {f['cause']} — {f['title']} ({f['severity']}, {cost})")
     for f in doc["findings"]:
         lost = "n/a" if f["lost_time_fraction"] is None else f"{100 * f['lost_time_fraction']:.1f}%"
         lines += ["", f"[{f['severity'].upper()}] {f['rule']} {f['cause']}: {f['title']}  (time lost {lost}, confidence {f['confidence']:.2f})",

@@ -49,6 +49,9 @@ SPREAD_ORIGINS = 3
 #: noise spread over N >= 4 ranks each is last about 1/N of the time (measured on jitter jobs:
 #: at most 0.42); a rank last at most of them is where the waiting comes from
 DOMINANT_LAST = 0.5
+#: a culprit rank whose absence from the set's what-if loses less than this share of its gain is
+#: noise riding along (see :meth:`Context._essential`); two real stragglers late in turn each hold ~half
+ESSENTIAL_SHARE = 0.1
 #: ranks that receive at least this many times their peers' all-to-all elements (median over
 #: steps) have more work: in a MoE job the router sends them more tokens (hot experts)
 MORE_WORK = 1.25
@@ -381,8 +384,11 @@ class Context:
                 # ... or when the jitter is no more than noise (no finding), what stands above it
                 # is the origins' own excess
                 if o_lost >= 0.01 and (o_lost >= ORIGINS_EXPLAIN * full or full < self.jitter_floor):
-                    o_steps = sorted(st for st, rs in ls.per_step.items() if set(rs) & set(o))
                     host = self.whole_host_of(o)
+                    if host is None:
+                        o, o_lost = self._essential(o)
+                        host = self.whole_host_of(o)
+                    o_steps = sorted(st for st, rs in ls.per_step.items() if set(rs) & set(o))
                     if host is not None:
                         return SyncVerdict("host", self.d.ranks_of(host), host, o_lost, jit, o_steps,
                                            len(o_steps) >= PERSISTENT_SHARE * self.n_steps, alt)
@@ -613,6 +619,24 @@ class Context:
         mine_rate = sum(mine) / max(1, len(mine_steps))
         free_rate = sum(x for _, x in free) / n_free
         return free_rate >= 0.5 * mine_rate and max(mine) < 3.0 * max(x for _, x in free)
+
+    def _essential(self, ranks: list[int]) -> tuple[list[int], float]:
+        """``ranks`` less those that add little to their joint what-if, and the gain of the rest.
+
+        Under noise a few ranks of a big job have a step whose own work grew (origins of
+        lateness) without holding anyone up for long; replayed with the real culprit they add a
+        sliver to its gain. A rank stays when leaving it out loses at least ``ESSENTIAL_SHARE``
+        of the set's gain; the one whose absence costs least goes first, one at a time."""
+        kept = list(ranks)
+        lost = self.lost_if_like_peers(kept) or 0.0
+        while len(kept) > 1 and lost > 0:
+            trials = [(self.lost_if_like_peers([x for x in kept if x != r]) or 0.0, r) for r in kept]
+            best, r = max(trials)
+            if best < (1.0 - ESSENTIAL_SHARE) * lost:
+                break
+            kept.remove(r)
+            lost = best
+        return kept, lost
 
     def _bounded(self, ranks: list[int], lost: float) -> float:
         """A straggler's what-if gain, never above the extra work it did (:meth:`own_excess_share`).

@@ -98,7 +98,10 @@ def arbitrate(ctx: Context, findings: list[Finding]) -> list[Finding]:
             f.confidence = round(min(f.confidence, 1.0) * (1.0 if q >= 1.0 else 1.0), 3)
     # severity first: a finding whose cost the traces cannot measure (no message sizes) but whose
     # cause is certain (the logs say NET/Socket) keeps its stated severity above a measured minor one
-    findings.sort(key=lambda f: (-SEVERITY_ORDER[f.severity], -(f.lost_time_fraction or 0.0), f.cause == "input", f.rule))
+    # (an unmeasured one by the estimate it gives, e.g. FAB002's replay with transfers twice as fast)
+    findings.sort(key=lambda f: (-SEVERITY_ORDER[f.severity], -(f.lost_time_fraction if f.lost_time_fraction is not None
+                                                                  else f.details.get("lost_time_fraction_estimate") or 0.0),
+                                 f.cause == "input", f.rule))
     return findings
 
 

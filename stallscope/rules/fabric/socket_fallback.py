@@ -7,7 +7,11 @@ import polars as pl
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.fabric._bandwidth import (REF_RDMA_GBPS, inter_transfers, nic_floor_factor, socket_facts,
-                                                transfers_at_bandwidth)
+                                                transfers_at_bandwidth, transfers_scaled)
+
+#: without message sizes the cost is not measured; the replay with inter-node transfers this many
+#: times as fast is reported, and orders the finding among measured ones of its severity
+UNSIZED_SPEEDUP = 2.0
 
 
 class SocketFallback(Rule):
@@ -44,8 +48,13 @@ class SocketFallback(Rule):
         ``NCCL_SOCKET_IFNAME`` forcing TCP.
 
     Options:
-        Severity follows the what-if when traces exist; a logs-only bundle is reported as
-        medium with no measured time.
+        Severity follows the what-if when traces exist. Traces without message sizes (no
+        collective metadata) and logs-only bundles are reported as medium with no measured time:
+        how much faster RDMA would be than these sockets depends on NICs nobody measured. The
+        traces still time each inter-node transfer once its members arrived; the replay with those
+        transfers ``UNSIZED_SPEEDUP`` (2) times as fast is given, and orders the finding among
+        measured ones of the same severity (a proven cause whose plausible cost exceeds a measured
+        3 % straggler's comes first).
     """
 
     code = "FAB002"
@@ -59,7 +68,7 @@ class SocketFallback(Rule):
         if not hosts:
             return []
         inter = inter_transfers(ctx)
-        lost = lost_low = lost_rail = None
+        lost = lost_low = lost_rail = twice = None
         bw = None
         if inter.height:
             bw = float(inter["busbw_gbps"].median())
@@ -70,6 +79,9 @@ class SocketFallback(Rule):
             lost_low = ctx.lost_if_transfers("fab:rdma", transfers_at_bandwidth(ctx, low))
             lost_rail = ctx.lost_if_transfers("fab:rdma-rail", transfers_at_bandwidth(ctx, low * gpus))
             lost = ctx.lost_if_transfers("fab:rdma-mid", transfers_at_bandwidth(ctx, low * gpus ** 0.5)) if gpus > 1 else lost_low
+        elif transfers := transfers_scaled(ctx, UNSIZED_SPEEDUP):
+            # no message sizes: the transfers' durations are still measured
+            twice = ctx.lost_if_transfers("fab:unsized-2x", transfers)
         low_nic = f"{100 * floor:.0f} Gb/s"
         all_hosts = len(hosts) >= len(ctx.d.hosts) or len(hosts) == len(facts.get("hosts", []))  # type: ignore[arg-type]
         ranks = ctx.d.ranks["rank"].to_list() if all_hosts else [r for h in hosts for r in ctx.d.ranks_of(h)]
@@ -80,7 +92,7 @@ class SocketFallback(Rule):
                       f"{fmt_pct(lost)} shorter (at least {fmt_pct(lost_low)} with one {low_nic} NIC per host, "
                       f"up to {fmt_pct(lost_rail)} with one per GPU)."
                       if bw is not None and lost is not None and lost_low is not None and lost_rail is not None
-                      else _unmeasured(ctx)))
+                      else _unmeasured(ctx, twice)))
         ev = [
             Evidence("network NCCL selected, per host",
                      f"SELECT DISTINCT host, net, plugin FROM nccl_net WHERE {ctx.where} AND kind = 'selected' ORDER BY host", None),
@@ -99,13 +111,15 @@ class SocketFallback(Rule):
                     recommendation="Make NCCL use RDMA: check NCCL_IB_DISABLE, NCCL_IB_HCA, NCCL_NET_PLUGIN and "
                                    "NCCL_SOCKET_IFNAME, that rdma-core/libibverbs and the RDMA devices are in the container.",
                     details={"socket_hosts": hosts, "busbw_gbps_median": bw, "lost_time_fraction_one_nic_per_host": lost_low,
-                             "lost_time_fraction_rail_optimized": lost_rail})
+                             "lost_time_fraction_rail_optimized": lost_rail, "lost_time_fraction_at_2x": twice,
+                             # ranks this unmeasured but certain cause among measured ones of its severity
+                             "lost_time_fraction_estimate": twice if lost is None else None})
         if lost is None:
             f.severity = "medium"
         return [f]
 
 
-def _unmeasured(ctx: Context) -> str:
+def _unmeasured(ctx: Context, twice: float | None) -> str:
     """Why the cost is not measured, and what the traces still show."""
     n_inter = ctx.d.instances.filter(pl.col("scope") == "inter").height if ctx.d.instances.height else 0
     if not n_inter:
@@ -113,4 +127,7 @@ def _unmeasured(ctx: Context) -> str:
     f = ctx.features
     exposed = float(f["comm_inter_frac"].median() or 0.0) if "comm_inter_frac" in f.columns and f.height else 0.0
     return (f"The traces carry no message sizes (no collective metadata), so the bandwidth and the time lost cannot be "
-            f"measured; exposed inter-node communication takes {exposed:.0%} of the median rank's time.")
+            f"measured; exposed inter-node communication takes {exposed:.0%} of the median rank's time"
+            + (f", and with inter-node transfers twice as fast the job would be {fmt_pct(twice)} shorter (how much faster "
+               f"RDMA is than TCP depends on the NICs: about as fast on a slow Ethernet NIC, many times on IPoIB)."
+               if twice else "."))
