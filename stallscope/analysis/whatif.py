@@ -25,7 +25,9 @@ gradients exist), and lets a straggler's delay reach computation that waited for
 
 A member whose anchor's end the rank **computed through** (``compute_overlaps_end``: DDP's
 gradient buckets under backward) is paced by the rank's own computation instead: its gap is the
-time since the rank's previous arrival, ``arrival = max(previous arrival + gap, anchor end)`` (see :func:`_paced_rows`).
+time since the rank's previous arrival that was not queued (a queued arrival is its stream's: FSDP
+queues each all-gather prefetch right behind a reduce-scatter), ``arrival = max(previous arrival +
+gap, anchor end)`` (see :func:`_paced_rows`).
 
 Replaying the recorded gaps and transfers reproduces the recorded timeline exactly (a tested
 identity). A *scenario* changes gaps or transfers — the culprit ranks behave like their median
@@ -149,7 +151,12 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     row_ready = np.where(queued, ready, np.nan)
     overlaps = (m["compute_overlaps_end"].fill_null(False).to_numpy() if "compute_overlaps_end" in m.columns
                 else np.zeros(len(arrival), dtype=bool))
-    prev = m.sort("rank", "arrival_ns", "row").select("row", pl.col("row").shift(1).over("rank").alias("_prev")).sort("row")
+    # the rank's previous arrival that was not queued (a queued row's arrival is its stream's, not
+    # its computation's: FSDP's backward queues each all-gather prefetch right behind the
+    # reduce-scatter before it, and the next reduce-scatter is paced from the one before)
+    prev = (m.sort("rank", "arrival_ns", "row").with_columns(pl.Series("_q", queued[m.sort("rank", "arrival_ns", "row")["row"].to_numpy()]))
+            .with_columns(pl.when(~pl.col("_q")).then(pl.col("row")).alias("_own"))
+            .with_columns(pl.col("_own").shift(1).forward_fill().over("rank").alias("_prev")).sort("row"))
     prev_row = prev["_prev"].fill_null(-1).to_numpy().astype(np.int64)
     # tails: from each rank's latest end to its last step end
     tail_row = np.full(len(ranks), -1, dtype=np.int64)
