@@ -13,6 +13,7 @@ import re
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -362,9 +363,7 @@ def _finish_net(state: LogState) -> None:
                                     d.get("dev_index"), d.get("net"), d.get("gdr"))
                                    for i, d in enumerate(net) if d["kind"] in ("selected", "gdr")]
     if frames:
-        for frame in frames:
-            said += frame.filter(pl.col("kind").is_in(["selected", "gdr"])).select(
-                "_ln", "_seq", "kind", "host", "pid", "dev_index", "net", "gdr").rows()
+        said += _last_facts(frames)
         said.sort(key=lambda e: (e[0], e[1]))
     selected = {(h, p): n for _, _, kind, h, p, _i, n, _g in said if kind == "selected"}
     gdr = {(h, p, i): g for _, _, kind, h, p, i, _n, g in said if kind == "gdr"}
@@ -384,15 +383,30 @@ def _finish_net(state: LogState) -> None:
                        schema={"host": pl.String, "pid": pl.Int64, "_sel": pl.String})
     g = pl.DataFrame([(h, p, i, v) for (h, p, i), v in gdr.items() if fits(host=h, pid=p, dev_index=i, gdr=v)],
                      orient="row", schema={"host": pl.String, "pid": pl.Int64, "dev_index": pl.Int32, "_gdr": pl.Boolean})
-    ib = pl.col("kind") == "ib_device"
     buf = state.buffers["nccl_net"]
-    parts = [arrow_table(frame.join(sel, on=["host", "pid"], how="left", nulls_equal=True, maintain_order="left")
-                         .join(g, on=["host", "pid", "dev_index"], how="left", nulls_equal=True, maintain_order="left")
-                         .with_columns(plugin=pl.when(ib & pl.col("_sel").is_not_null() & ~pl.col("_sel").is_in(["IB", "Socket"]))
-                                       .then("_sel").otherwise("plugin"),
-                                       gdr=pl.when(ib).then("_gdr").otherwise("gdr")).select(buf.columns), buf.schema)
-             for frame in frames]
+    parts = []
+    for frame in frames:
+        ib = np.flatnonzero((frame["kind"] == "ib_device").fill_null(False).to_numpy())
+        if len(ib):  # only IB device rows are completed: joined on their own, put back in place
+            got = (frame[ib].select("host", "pid", "dev_index", "plugin")
+                   .join(sel, on=["host", "pid"], how="left", nulls_equal=True, maintain_order="left")
+                   .join(g, on=["host", "pid", "dev_index"], how="left", nulls_equal=True, maintain_order="left")
+                   .select(plugin=pl.when(pl.col("_sel").is_not_null() & ~pl.col("_sel").is_in(["IB", "Socket"]))
+                           .then("_sel").otherwise("plugin"), gdr="_gdr"))
+            frame = frame.with_columns(frame["plugin"].scatter(ib, got["plugin"]), frame["gdr"].scatter(ib, got["gdr"]))
+        parts.append(arrow_table(frame.select(buf.columns), buf.schema))
     state.add_arrow("nccl_net", pa.concat_tables(parts))
+
+
+def _last_facts(frames: list[pl.DataFrame]) -> list[tuple[Any, ...]]:
+    """The last selected-network fact of each (host, pid) and GDR fact of each (host, pid, dev_index) among the
+    rows of ``frames``, as ``(_ln, _seq, kind, host, pid, dev_index, net, gdr)``. Only a key's last fact in the
+    frames can decide its value: the facts of the dicts, merged after by line, are on other lines."""
+    facts = pl.concat([f.filter(pl.col("kind").is_in(["selected", "gdr"])).select(
+        "_ln", "_seq", "kind", "host", "pid", "dev_index", "net", "gdr") for f in frames]).sort("_ln", "_seq")
+    kind = pl.col("kind")
+    return pl.concat([facts.filter(kind == "selected").unique(["host", "pid"], keep="last", maintain_order=True),
+                      facts.filter(kind == "gdr").unique(["host", "pid", "dev_index"], keep="last", maintain_order=True)]).rows()
 
 
 def _fits(schema: dict[str, pl.DataType], **values: Any) -> bool:
