@@ -52,6 +52,9 @@ DOMINANT_LAST = 0.5
 #: a culprit rank whose absence from the set's what-if loses less than this share of its gain is
 #: noise riding along (see :meth:`Context._essential`); two real stragglers late in turn each hold ~half
 ESSENTIAL_SHARE = 0.1
+#: chosen ranks whose own what-ifs are each at least this many times any other rank's are the
+#: culprits even when other ranks take turns at being late (see :func:`_dominates`)
+DOMINANT_SINGLE = 4.0
 #: ranks that receive at least this many times their peers' all-to-all elements (median over
 #: steps) have more work: in a MoE job the router sends them more tokens (hot experts)
 MORE_WORK = 1.25
@@ -127,6 +130,16 @@ class SyncVerdict:
     persistent: bool
     #: the competing explanations' what-if gains: chosen ranks, their gain, best host, its gain
     alternatives: dict[str, Any] = field(default_factory=dict)
+
+
+def _dominates(chosen: list[int], single: dict[int, float]) -> bool:
+    """The chosen ranks' lateness costs time and the others' does not: each chosen rank's own
+    what-if is at least ``DOMINANT_SINGLE`` times the largest of any other candidate. Other ranks
+    may take their turns at being late (a GC pause here, a slow batch there) without holding the
+    job up for long; a rank that stalls for a long time in a few steps is still the culprit."""
+    mine = [single.get(r, 0.0) for r in chosen]
+    rest = [v for r, v in single.items() if r not in chosen]
+    return bool(mine) and min(mine) > 0 and min(mine) >= DOMINANT_SINGLE * max(rest, default=0.0)
 
 
 @dataclass
@@ -366,7 +379,8 @@ class Context:
                     alt.update(chosen=chosen, chosen_lost=set_lost)
                     late_steps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(chosen))
                     persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
-        if (chosen and set_lost >= 0.01 and set_lost >= 0.5 * jit and not self._takes_turns(chosen)
+        if (chosen and set_lost >= 0.01 and set_lost >= 0.5 * jit
+                and (not self._takes_turns(chosen) or _dominates(chosen, single))
                 and not self._origins_spread(chosen, set_lost)):
             host = self.whole_host_of(chosen)
             if host is not None:

@@ -31,6 +31,10 @@ CASES = {
     "mo_n1": "MoE, degraded NIC: its expert-parallel peer (same slow all-to-alls, fast replica all-reduces) named too, "
              "so neither was",
     "mo_h1": "healthy MoE job whose routing noise read as medium jitter",
+    "n5_i1": "rank 20 stalls 120 ms in two steps among GC pauses and DataLoader hiccups on random ranks: read as "
+             "job-wide jitter because others took turns, though no other rank's what-if reached a twentieth of its",
+    "n5_i2": "intermittent straggler among random stalls: its late start counted again at every FSDP layer (the "
+             "all-gather prefetch queued between reduce-scatters)",
 }
 
 
