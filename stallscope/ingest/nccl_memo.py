@@ -274,8 +274,7 @@ def add_rows(state: LogState, lines: pl.DataFrame, reps: list[Replay], base: int
         df = df.with_columns(comm_id=pl.lit(None, pl.String), comm_ptr=pl.lit(None, pl.String))
     df = df.select("rid", "line_no", *(pl.col(c).alias(f"_slot{k}") for k, c in enumerate(_SLOT_COLUMNS)))
     plan_df = pl.DataFrame(plan, orient="row", schema={"rid": pl.Int32, "_seq": pl.Int32, "_g": pl.Int32, "_c": pl.UInt32})
-    # in line order, a line's rows in recorded order: each group's part below is in (_ln, _seq) order
-    df = df.join(plan_df, on="rid", how="inner", maintain_order="left_right").rename({"line_no": "_ln"})
+    df = df.join(plan_df, on="rid", how="inner").rename({"line_no": "_ln"})
     out: dict[str, list[pl.DataFrame]] = {}
     for (g,), part in df.partition_by("_g", as_dict=True).items():
         table, subs, const_rows = groups[g]  # type: ignore[index]
@@ -289,7 +288,7 @@ def add_rows(state: LogState, lines: pl.DataFrame, reps: list[Replay], base: int
         t = pl.concat([part.select("_ln", "_seq", **slots), rows], how="horizontal")
         out.setdefault(table, []).append(t.select("_ln", "_seq", *names))
     for table, parts in out.items():
-        t = pl.concat(parts).sort("_ln", "_seq") if len(parts) > 1 else parts[0]  # one part is in order already
+        t = pl.concat(parts).sort("_ln", "_seq")
         if table in state.deferred:
             state.deferred_frames.setdefault(table, []).append(t)
         else:
