@@ -219,8 +219,9 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
     dispatch, warn = nccl_messages.dispatch, partial(nccl_memo.dispatch, state, state.warn_memo, nccl_errors.warn_message)
     comms = nccl_bulk.BlockComms(state, dict(state.thread_comm))
     tests_open = None  # whether a result table is open after the block's nccl-tests lines (read in bulk)
+    versions: dict[int, nccl_setup.BareVersion] = {}  # bare version lines (by line of the block): read once per text
     if not has_nul:
-        _unprefixed_lines(state, arr, rest, nccl & (fed < 0), base)
+        versions = _unprefixed_lines(state, arr, rest, nccl & (fed < 0), base)
         tests = np.flatnonzero(rest & ~nccl)
         if len(tests):
             left, tests_open = nccl_tests.parse_lines(state, arr.take(tests), (tests + (base + 1)).tolist())
@@ -236,6 +237,10 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
             if not dispatch(state, msgs[k], hosts[k], pids[k], tids[k], devs[k], base + i + 1):
                 _unknown(state, data[s:e].decode("utf-8", "replace").rstrip("\r"), partial(_at, origin + s))
             continue
+        v = versions.get(i)
+        if v is not None:
+            nccl_setup.add_bare_version(state, v, base + i + 1)
+            continue
         _line(state, data[s:e], base + i + 1, partial(_at, origin + s), False, has_nul)
     if tests_open is not None:
         state.tests_table = tests_open
@@ -245,10 +250,12 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
     return n
 
 
-def _unprefixed_lines(state: LogState, arr: pa.LargeStringArray, rest: np.ndarray, cand: np.ndarray, base: int) -> None:
+def _unprefixed_lines(state: LogState, arr: pa.LargeStringArray, rest: np.ndarray, cand: np.ndarray, base: int
+                      ) -> dict[int, nccl_setup.BareVersion]:
     """Take the watchdog lines, and the lines no handler reads, among the block's lines ``rest & cand`` (NCCL
     lines left to the per-line path) off ``rest``, and add the watchdog records; each distinct text is
-    read once.
+    read once. Returns what each bare ``NCCL version`` line among them adds (by its line in the block): they
+    stay with the per-line pass, which adds their facts among other lines' facts.
 
     A watchdog log repeats its lines (every rank prints the same teardown notice, status and timeout
     lines differ in a few numbers), and so does text that mentions NCCL without a prefix (an
@@ -258,7 +265,7 @@ def _unprefixed_lines(state: LogState, arr: pa.LargeStringArray, rest: np.ndarra
     """
     idx = np.flatnonzero(rest & cand)
     if len(idx) == 0:
-        return
+        return {}
     enc = pc.dictionary_encode(arr.take(idx))
     kinds = [_unprefixed(v) for v in enc.dictionary.to_pylist()]
     codes = enc.indices.to_numpy()
@@ -267,22 +274,30 @@ def _unprefixed_lines(state: LogState, arr: pa.LargeStringArray, rest: np.ndarra
     wd = np.array([k[1] is not None for k in kinds], dtype=bool)[codes]
     if wd.any():
         watchdog.add_records(state, [kinds[c][1] for c in codes[wd].tolist()], (idx[wd] + (base + 1)).tolist())
+    got = {c: nccl_setup.bare_version(state, *k[2]) for c, k in enumerate(kinds) if k[2] is not None}
+    if not got:
+        return {}
+    ver = np.array([k[2] is not None for k in kinds], dtype=bool)[codes]
+    return {i: got[c] for i, c in zip(idx[ver].tolist(), codes[ver].tolist())}
 
 
-def _unprefixed(value: str) -> tuple[bool, dict[str, Any] | None]:
-    """(whether the per-line path can skip the line, its watchdog record) for one line (its text with the
-    newline): a line with no NCCL prefix of either shape is a watchdog line, a bare ``NCCL version``
-    line (left to the per-line path: it adds facts among other lines' facts) or nothing."""
+def _unprefixed(value: str) -> tuple[bool, dict[str, Any] | None, tuple[re.Match[str], str] | None]:
+    """(whether the per-line path can skip the line, its watchdog record, the version match and message of a
+    bare ``NCCL version`` line) for one line (its text with the newline): a line with no NCCL prefix of either
+    shape is a watchdog line, a bare version line (left to the per-line pass, which adds its facts among other
+    lines' facts, as :func:`_slow_line` would) or nothing."""
     text = value[:-1] if value[-1:] == "\n" else value
     if text[-1:] == "\r":
         text = text[:-1]
     if _fast_prefix(text) is not None:
-        return False, None
+        return False, None, None
     m, v = _slow_shape(text)
     if m is not None:
-        return False, None
+        return False, None, None
     rec = watchdog.record_of(text)
-    return rec is not None or v is None, rec
+    if rec is not None or v is None:
+        return True, rec, None
+    return False, None, (v, text[v.start():])
 
 
 def _line(state: LogState, raw: bytes, ln: int, where: Callable[[], int], bare: bool, has_nul: bool) -> None:

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from stallscope.ingest.nccl_state import arrow_table, opt_int
 from stallscope.ingest.schemas import nccl as F
+from stallscope.store.schema.nccl import NCCL_FACTS
 
 if TYPE_CHECKING:  # pragma: no cover
     from stallscope.ingest.nccl_state import LogState
@@ -272,9 +273,18 @@ def affinity(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num
 
 
 def _fact(state: LogState, key: str, value: str | None, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int | None) -> None:
+    state.add_dict("nccl_facts", _fact_dict(state, key, value, msg, host, pid, tid, dev, ln))
+
+
+def _fact_dict(state: LogState, key: str, value: str | None, msg: str, host: Host, pid: Num, tid: Num, dev: Num,
+               ln: int | None) -> dict[str, Any]:
     d = state.ctx(host, pid, tid, dev, ln)
     d.update(key=key, value=value, message=msg)
-    state.add_dict("nccl_facts", d)
+    return d
+
+
+#: position of ``line_no`` in an ``nccl_facts`` row
+_FACTS_LINE_NO = NCCL_FACTS.schema.names.index("line_no")
 
 
 _FACT_FINGERPRINTS = {"cuda_driver_version": "cuda_driver_version", "threads_per_block": "threads_per_block",
@@ -319,13 +329,39 @@ def version_message(state: LogState, msg: str, host: Host, pid: Num, tid: Num, d
 
 def version_line(state: LogState, m: re.Match[str], host: Host, pid: Num, tid: Num, dev: Num, msg: str, ln: int) -> None:
     """Record an exact ``NCCL version X.Y.Z[suffix]+cudaA.B`` (prefixed or bare)."""
-    v = (m.group("v") + m.group("suffix"), m.group("cuda"))
+    v = _version(m)
     state.file_versions.add(v)
     if host is not None or pid is not None:
         state.proc_versions.setdefault((host, pid), v)
     _fact(state, "nccl_version", v[0], msg, host, pid, tid, dev, ln)
     if v[1] is not None:
         _fact(state, "cuda_version", v[1], msg, host, pid, tid, dev, ln)
+
+
+def _version(m: re.Match[str]) -> tuple[str, str | None]:
+    return m.group("v") + m.group("suffix"), m.group("cuda")
+
+
+#: what a bare ``NCCL version`` line (no prefix) adds, whatever its line: (version, fact rows with line_no None)
+BareVersion = tuple[tuple[str, str | None], list[tuple[Any, ...]]]
+
+
+def bare_version(state: LogState, m: re.Match[str], msg: str) -> BareVersion:
+    """The effects :func:`version_line` has for a bare version line (``msg``, matched by ``m``), found once per
+    distinct text; :func:`add_bare_version` adds them for one line."""
+    v = _version(m)
+    cols = state.buffers["nccl_facts"].columns
+    facts = [("nccl_version", v[0])] + ([("cuda_version", v[1])] if v[1] is not None else [])
+    return v, [tuple(map(_fact_dict(state, key, value, msg, None, None, None, None, None).get, cols)) for key, value in facts]
+
+
+def add_bare_version(state: LogState, got: BareVersion, ln: int) -> None:
+    """What :func:`version_line` adds for the bare version line ``ln`` whose text gave ``got``."""
+    v, rows = got
+    state.file_versions.add(v)
+    j = _FACTS_LINE_NO
+    for row in rows:
+        state.add("nccl_facts", (*row[:j], ln, *row[j + 1:]))
 
 
 # -- end of file -----------------------------------------------------------------------------

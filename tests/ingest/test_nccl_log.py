@@ -554,6 +554,20 @@ def test_warn_lines_cut_in_bulk_agree_with_the_per_line_path(tmp_path: Path) -> 
     _assert_same(a, _replayed_by_lines(f))
 
 
+def test_bare_version_lines_read_once_per_text_agree_with_the_per_line_path(tmp_path: Path) -> None:
+    """Bare ``NCCL version`` lines (no prefix) are read once per distinct text in bulk and add their facts in the
+    per-line pass, among the facts of other lines: the per-line path's rows, over one block or many."""
+    lines = ["NCCL version 2.21.5+cuda12.4", "(WorkerDict pid=1008813) NCCL version 2.21.5+cuda12.4",
+             "NCCL version 2.19.3a+cuda12.3\r", "NCCL version 2.10.3 (no cuda)", "NCCL version 2.10.3",
+             P + "cudaDriverVersion 12040", P + "NCCL version 2.21.5+cuda12.4", "torch: NCCL_DEBUG=INFO"]
+    text = "".join(lines[(7 * i) % len(lines)] + "\n" for i in range(40))
+    info = parse(tmp_path, text)
+    facts = info["df"]["nccl_facts"].filter(pl.col("key").is_in(["nccl_version", "cuda_version"]))
+    bare = facts.filter(pl.col("host").is_null())
+    assert bare.height == 2 * 15 + 10 and set(bare["value"].to_list()) == {"2.21.5", "12.4", "2.19.3a", "12.3", "2.10.3"}
+    parse(tmp_path, text, block_size=97)
+
+
 def _without_memo(f: Path) -> dict[str, Any]:
     """Every message through its handler, line by line (no replay, per line or column by column)."""
     orig = nccl_memo.record
