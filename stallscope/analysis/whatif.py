@@ -25,10 +25,9 @@ gradients exist), and lets a straggler's delay reach computation that waited for
 
 A member whose anchor's end the rank **computed through** (``compute_overlaps_end``: DDP's
 gradient buckets under backward) is paced by the rank's own computation instead: its gap is the
-time since the rank's previous arrival of the same op (FSDP queues each all-gather prefetch right
-behind a reduce-scatter: the next reduce-scatter is paced from the one before), ``arrival =
-max(previous arrival + gap, anchor end)`` (see :func:`_paced_rows`). Peers that sat queued there
-are compared by their readiness since their own previous row of the op (``cgap``).
+time since the rank's previous arrival that was not queued (a queued arrival is its stream's: FSDP
+queues each all-gather prefetch right behind a reduce-scatter), ``arrival = max(previous arrival +
+gap, anchor end)`` (see :func:`_paced_rows`).
 
 Replaying the recorded gaps and transfers reproduces the recorded timeline exactly (a tested
 identity). A *scenario* changes gaps or transfers — the culprit ranks behave like their median
@@ -152,12 +151,12 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     row_ready = np.where(queued, ready, np.nan)
     overlaps = (m["compute_overlaps_end"].fill_null(False).to_numpy() if "compute_overlaps_end" in m.columns
                 else np.zeros(len(arrival), dtype=bool))
-    # pacing: the rank's previous arrival of the same op (FSDP's backward queues each all-gather
-    # prefetch right behind a reduce-scatter: the next reduce-scatter is paced from the one before)
-    op_of = dict(zip(instances["instance_id"].to_list(), instances["op"].to_list()))
-    prev = (m.with_columns(pl.col("instance_id").replace_strict(op_of, default=None, return_dtype=pl.String).alias("_op"))
-            .sort("rank", "arrival_ns", "row")
-            .select("row", pl.col("row").shift(1).over("rank", "_op").alias("_prev")).sort("row"))
+    # the rank's previous arrival that was not queued (a queued row's arrival is its stream's, not
+    # its computation's: FSDP's backward queues each all-gather prefetch right behind the
+    # reduce-scatter before it, and the next reduce-scatter is paced from the one before)
+    prev = (m.sort("rank", "arrival_ns", "row").with_columns(pl.Series("_q", queued[m.sort("rank", "arrival_ns", "row")["row"].to_numpy()]))
+            .with_columns(pl.when(~pl.col("_q")).then(pl.col("row")).alias("_own"))
+            .with_columns(pl.col("_own").shift(1).forward_fill().over("rank").alias("_prev")).sort("row"))
     prev_row = prev["_prev"].fill_null(-1).to_numpy().astype(np.int64)
     # tails: from each rank's latest end to its last step end
     tail_row = np.full(len(ranks), -1, dtype=np.int64)
@@ -188,15 +187,7 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     paced &= last_gate <= arrival[np.maximum(prev_row, 0)]
     row_prev = np.where(paced, prev_row, -1)
     gap = np.where(paced, arrival - arrival[np.maximum(prev_row, 0)], gap)
-    # what peers are compared by: the gap, except for a queued row beside paced ones, whose own
-    # time since its previous row of the op is its readiness since that row's own time (its
-    # arrival was its stream's)
-    pp = np.maximum(prev_row, 0)
-    own = np.where(queued, ready, arrival)
-    beside = queued & (prev_row >= 0) & (pl.DataFrame({"pos": pos, "p": paced}).select(
-        pl.col("p").any().over("pos"))["p"].to_numpy())
-    cgap = np.where(beside, own - own[pp], gap)
-    chain = chain.with_columns(pl.Series("gap", gap), pl.Series("cgap", cgap))
+    chain = chain.with_columns(pl.Series("gap", gap))
     return Timeline(ranks=ranks, start=start, end=end, inst_ids=inst_ids, inst_rows=inst_rows, row_rank_idx=row_rank_idx,
                     row_anchor=anchor, row_gap=gap, row_transfer=transfer, row_end=row_end, row_arrival=arrival,
                     row_ready=row_ready, row_gates=gates, row_prev=row_prev, tail_row=tail_row, tail=tail,
@@ -215,11 +206,7 @@ def _paced_rows(chain: pl.DataFrame, anchor: np.ndarray, prev_row: np.ndarray, q
 
     Peers are compared gap to gap, so the two kinds never mix where gaps are compared: a row is
     paced only when every row of its instance, of its role at that step and ordinal, and of the
-    other roles doing the same op there, is, or sat queued. A queued row beside paced ones is
-    compared by its readiness since its previous row of the op (``cgap``): in FSDP's backward
-    most ranks' reduce-scatters wait in the stream behind a prefetch while a rank whose backward
-    started late delivers each one late; its own time per layer is its peers', not the whole gap
-    from the prefetch's end."""
+    other roles doing the same op there, is."""
     n = len(anchor)
     a = np.maximum(anchor, 0)
     p = np.maximum(prev_row, 0)
@@ -229,8 +216,7 @@ def _paced_rows(chain: pl.DataFrame, anchor: np.ndarray, prev_row: np.ndarray, q
         return np.zeros(n, dtype=bool)
     keys = chain.select("pos", "role", "step", "ordinal", "op")
     for _ in range(4):  # to a fixpoint: each pass can only clear rows
-        # a queued row is compared by its readiness (``cgap``), so it may sit beside paced ones
-        df = keys.with_columns(pl.Series("ok", ok | (queued & (prev_row >= 0))))
+        df = keys.with_columns(pl.Series("ok", ok))
         same = np.ones(n, dtype=bool)
         for by in (["pos"], ["role", "step", "ordinal"], ["step", "ordinal", "op"]):
             same &= df.select(pl.col("ok").all().over(by, mapping_strategy="group_to_rows"))["ok"].to_numpy()
@@ -375,7 +361,7 @@ def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> flo
     if not cul.any():
         return 0.0
     ch = tl.chain.with_columns(pl.col("rank").is_in(list(cul_set)).alias("cul"))
-    peer = ch.filter(~pl.col("cul")).group_by("role", "step", "ordinal").agg(pl.col("cgap").median().alias("peer"))
+    peer = ch.filter(~pl.col("cul")).group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("peer"))
     # a role whose every rank is a culprit (a whole host's tensor-parallel or shard group): the
     # ranks of other roles at the same point of the step doing the same op (their own groups).
     # Pipeline stages do different work by design: there only the stage's other data-parallel
@@ -385,9 +371,9 @@ def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> flo
     symmetric = not tl.pipelined
     like = ["step", "ordinal", "op"] if symmetric else ["replica", "step", "ordinal", "op"]
     alike = (ch.filter(~pl.col("cul")).group_by(like)
-             .agg(pl.col("cgap").median().alias("alike"), pl.col("role").n_unique().alias("_roles"))
+             .agg(pl.col("gap").median().alias("alike"), pl.col("role").n_unique().alias("_roles"))
              .filter(pl.col("_roles") >= (2 if symmetric else 1)).drop("_roles"))
-    others = ch.filter(~pl.col("cul")).group_by("pos").agg(pl.col("cgap").median().alias("mpeer"))
+    others = ch.filter(~pl.col("cul")).group_by("pos").agg(pl.col("gap").median().alias("mpeer"))
     sync = pl.DataFrame({"pos": np.arange(tl.n_instances, dtype=np.uint32), "sync": tl.synchronous},
                         schema={"pos": ch.schema["pos"], "sync": pl.Boolean})
     x = (ch.join(peer, on=["role", "step", "ordinal"], how="left").join(alike, on=like, how="left")
@@ -419,7 +405,7 @@ def everyone_like_median(tl: Timeline, *, across_groups: bool = False) -> float:
     a group that is always slower keeps its difference, that is imbalance, not jitter) plus the
     median over roles of their deviation from their level in that step."""
     ch = tl.chain
-    med = ch.group_by("role", "step", "ordinal").agg(pl.col("cgap").median().alias("m"), pl.col("op").first())
+    med = ch.group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("m"), pl.col("op").first())
     symmetric = not tl.pipelined
     if across_groups and symmetric and med["role"].n_unique() >= 2:
         med = med.with_columns(pl.col("m").median().over("role", "ordinal").alias("level"))

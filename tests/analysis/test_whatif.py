@@ -161,10 +161,10 @@ def test_fsdp_backward_paces_reduce_scatters_past_the_queued_prefetch() -> None:
 def test_fsdp_backward_with_peers_queued_behind_a_late_rank() -> None:
     """Rank 2 starts backward 4 ms late: longer than the layer's compute leaves the NCCL stream
     idle, so its peers' reduce-scatters wait in the stream behind each prefetch (queued) while it
-    delivers every one late. Its own time per layer is its peers' (5 ms): like the median it
-    saves its 4 ms once per step, not the whole gap from each prefetch's end."""
+    delivers every one late. Like the median it saves its 4 ms once per step, not the whole gap
+    from each prefetch's end at every layer."""
     late, steps = 4 * MS, 4
     tl = build_timeline(*_fsdp_backward(late_ns=late, steps=steps))
-    assert tl is not None and (tl.row_prev >= 0).any()
+    assert tl is not None
     assert abs(replay(tl) - tl.makespan) <= 1.0
     assert everyone_like_median(tl) == pytest.approx(steps * late / tl.makespan, rel=0.05)
