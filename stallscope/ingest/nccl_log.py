@@ -176,6 +176,7 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
         lines = data[start:end - 1].split(b"\n")
         for i, raw in enumerate(lines):
             _line(state, raw, base + i + 1, partial(_offset_in_list, lines, i, origin + start), bare, has_nul)
+        state.end_block()
         return len(lines)
     arr, offs = la
     n = len(arr)
@@ -247,6 +248,7 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
     for replayed, reps in replays:
         nccl_memo.add_rows(state, replayed, reps, base, partial(nccl_bulk.comm_attribution, comms=comms))
     nccl_bulk.finish(state, block, base, comms)
+    state.end_block()
     return n
 
 

@@ -4,6 +4,10 @@ The handlers (``nccl_messages``, ``nccl_setup``, ``nccl_topology``, ``nccl_error
 ``nccl_tests``) share one :class:`LogState`. Hot tables are built as positional tuples in the
 TableSpec's column order; the rest as dicts. Tables in :data:`DEFERRED` stay in memory (as dicts)
 until the end of the file because later lines complete them (version, nNodes, GDR per HCA).
+
+A table's rows are written in line order whatever the read block: a block's rows come from the
+bulk path and the per-line handlers in no common order, so batches are written only between
+blocks (:meth:`LogState.end_block`) and at the end of the file, each put in line order first.
 """
 
 from __future__ import annotations
@@ -12,13 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from stallscope.ingest.writer import conform
 from stallscope.store.schema.nccl import NCCL_TABLES
 
-#: rows buffered per table before a batch is written
+#: rows buffered per table before a batch is written (at the end of the block that reaches it)
 BATCH_ROWS = 50_000
 #: connection rows kept for end-of-file resolution of ``inter_node`` before they are written anyway
 MAX_DEFERRED_CONNECTIONS = 200_000
@@ -36,6 +41,22 @@ class TableSink(Protocol):
     """Where finished batches go (a :class:`~stallscope.ingest.writer.PartWriter`, or a collector in tests)."""
 
     def append(self, name: str, data: pa.Table) -> None: ...
+
+
+def in_line_order(data: pa.Table) -> pa.Table:
+    """``data``'s rows by ``line_no`` (rows without one last); the rows of one line keep their order.
+
+    A batch holds the bulk path's rows of a block before its per-line rows (and, at the end of the
+    file, completed dicts before replayed frames); most batches are in order already.
+    """
+    ln = data.column("line_no").to_numpy()  # float with NaN where null
+    if len(ln) < 2 or bool(np.all(ln[1:] >= ln[:-1])):
+        return data
+    if np.isnan(ln).any():
+        ln = np.where(np.isnan(ln), np.inf, ln)
+        if bool(np.all(ln[1:] >= ln[:-1])):
+            return data
+    return data.take(np.argsort(ln, kind="stable"))
 
 
 def opt_int(s: str | None) -> int | None:
@@ -169,6 +190,8 @@ class LogState:
     memo: dict[str, Any] = field(default_factory=dict)
     #: the same for WARN lines, by their text after ``host:pid:tid [dev] `` (``nccl_errors.warn_message``)
     warn_memo: dict[str, Any] = field(default_factory=dict)
+    #: tables with a batch to write at the end of the block (:meth:`end_block`)
+    due: set[str] = field(default_factory=set)
     #: inside an nccl-tests result table
     tests_table: bool = False
     unknown: int = 0
@@ -199,7 +222,13 @@ class LogState:
 
     def _maybe_flush(self, table: str, n: int) -> None:
         if n >= BATCH_ROWS and (table != "nccl_connections" or n >= MAX_DEFERRED_CONNECTIONS):
+            self.due.add(table)
+
+    def end_block(self) -> None:
+        """Write the batches due: every line before is parsed, and no row of a later line is buffered."""
+        for table in self.due:
             self.flush(table)
+        self.due.clear()
 
     def add(self, table: str, row: tuple[Any, ...]) -> None:
         buf = self.buffers[table]
@@ -221,8 +250,6 @@ class LogState:
         ``line_nos[k]`` (the lines in order, after every row added so far). Each distinct row is made
         once, and the table is gathered from them: no dict and no tuple per line."""
         buf = self.buffers[table]
-        if buf.rows:  # rows of earlier lines are written first (a flush writes its batches before its rows)
-            self.flush(table)
         distinct = RowBuffer(table, buf.schema)
         distinct.rows = [tuple(map(d.get, buf.columns)) for d in rows]
         data = distinct.to_arrow().take(pa.array(at, pa.int32()))
@@ -237,7 +264,7 @@ class LogState:
             buf.rows.clear()
         if not parts:
             return
-        data = pa.concat_tables([conform(table, p) for p in parts]) if len(parts) > 1 else conform(table, parts[0])
+        data = in_line_order(pa.concat_tables([conform(table, p) for p in parts]) if len(parts) > 1 else conform(table, parts[0]))
         if self.on_flush is not None:
             data = self.on_flush(self, table, data)
         self.sink.append(table, data)
