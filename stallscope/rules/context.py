@@ -381,6 +381,7 @@ class Context:
                     persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
         if (chosen and set_lost >= 0.01 and set_lost >= 0.5 * jit
                 and (not self._takes_turns(chosen) or _dominates(chosen, single))
+                and not self._chance_repeats(chosen, single, jit)
                 and not self._origins_spread(chosen, set_lost)):
             host = self.whole_host_of(chosen)
             if host is not None:
@@ -594,6 +595,17 @@ class Context:
             return []
         top = max(gains, key=lambda r: gains[r] or 0.0)
         return [int(top)] if (gains[top] or 0.0) > 0 else []
+
+    def _chance_repeats(self, chosen: list[int], single: dict[int, float], jit: float) -> bool:
+        """Noise, not stragglers: all the variation costs no more than noise does in a job of this
+        size (the jitter what-if under the noise floor), and the chosen ranks are several, none
+        late in most steps, none dominant. Random pauses on random ranks (a GC pause, a slow
+        batch) land twice on the same rank by chance; a real intermittent straggler is one rank
+        whose stalls cost far more than anyone else's (:func:`_dominates`), or late in most steps."""
+        if jit >= self.jitter_floor or len(chosen) < 2:
+            return False
+        persistent = set(self.late_sets.persistent)
+        return not any(r in persistent for r in chosen) and not _dominates(chosen, single)
 
     def _origins_spread(self, chosen: list[int], set_lost: float) -> bool:
         """Jitter, not stragglers: besides the chosen ranks, at least ``SPREAD_ORIGINS`` others
