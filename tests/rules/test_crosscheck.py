@@ -35,6 +35,8 @@ CASES = {
              "job-wide jitter because others took turns, though no other rank's what-if reached a twentieth of its",
     "n5_i2": "intermittent straggler among random stalls: its late start counted again at every FSDP layer (the "
              "all-gather prefetch queued between reduce-scatters)",
+    "n5_h4": "healthy DDP job whose random GC pauses landed twice on one rank and once on two others, all of it "
+             "under the noise floor: named the three as stragglers (medium)",
 }
 
 
