@@ -154,7 +154,8 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     # the rank's previous arrival that was not queued (a queued row's arrival is its stream's, not
     # its computation's: FSDP's backward queues each all-gather prefetch right behind the
     # reduce-scatter before it, and the next reduce-scatter is paced from the one before)
-    prev = (m.sort("rank", "arrival_ns", "row").with_columns(pl.Series("_q", queued[m.sort("rank", "arrival_ns", "row")["row"].to_numpy()]))
+    by_arrival = m.sort("rank", "arrival_ns", "row")
+    prev = (by_arrival.with_columns(pl.Series("_q", queued[by_arrival["row"].to_numpy()]))
             .with_columns(pl.when(~pl.col("_q")).then(pl.col("row")).alias("_own"))
             .with_columns(pl.col("_own").shift(1).forward_fill().over("rank").alias("_prev")).sort("row"))
     prev_row = prev["_prev"].fill_null(-1).to_numpy().astype(np.int64)
