@@ -1,11 +1,11 @@
 """Every bundle of the cross-check set: generator, its keyword arguments and the ground truth.
 
-Three sets, made by three reviewers with three independent simulators (``ddp_sim``,
-``pipeline_sim`` and ``fabric_sim``, see README.md):
+Five sets, made by five reviewers with five independent simulators (``ddp_sim``,
+``pipeline_sim``, ``fabric_sim``, ``moe_sim`` and ``noisy_sim``, see README.md):
 
 * ``generator`` -- ``"ddp"`` (``ddp_sim.Cfg``), ``"pipeline"`` (``pipeline_sim.Cfg``) or ``"fabric"``
   (``fabric_sim.Cfg``: bundles with NCCL debug logs); ``"moe"`` and ``"noisy"`` further down
-  (``MoeSpec``, ``NoisySpec``);
+  (``SimSpec``, by the module in ``SIMS``);
 * ``kwargs`` -- the ``Cfg`` fields that differ from the defaults (the seed fixes every byte);
 * ``cause`` -- ``none``, ``synchronization``, ``locality`` or ``fabric``;
 * ``ranks`` / ``hosts`` -- the culprit ranks and culprit host *indices* (0-based, in the order
@@ -224,17 +224,23 @@ import moe_sim  # noqa: E402
 
 
 @dataclass(frozen=True)
-class MoeSpec(Spec):
+class SimSpec(Spec):
+    """A bundle of a simulator whose module has ``Cfg(name=..., **kwargs)`` and
+    ``write_bundle(cfg, outdir)`` (``moe_sim``, ``noisy_sim``), by ``generator``."""
+
     def cfg(self) -> Any:
-        return moe_sim.Cfg(name=self.name, **self.kwargs)
+        return SIMS[self.generator].Cfg(name=self.name, **self.kwargs)
 
     def write(self, outdir: str | Path) -> dict[str, Any]:
-        return moe_sim.write_bundle(self.cfg(), str(outdir))
+        return SIMS[self.generator].write_bundle(self.cfg(), str(outdir))
+
+
+SIMS: dict[str, Any] = {"moe": moe_sim}
 
 
 def M(name: str, kwargs: dict[str, Any], cause: str, ranks: list[int], hosts: list[int], lost: float,
       note: str = "") -> Spec:
-    return MoeSpec(name, "moe", kwargs, cause, ranks, hosts, lost, note)
+    return SimSpec(name, "moe", kwargs, cause, ranks, hosts, lost, note)
 
 
 MOE_SPECS: list[Spec] = [
@@ -285,19 +291,12 @@ assert len(BY_NAME) == len(SPECS), "duplicate spec names"
 # truth is the one that loses more alone.
 import noisy_sim  # noqa: E402
 
-
-@dataclass(frozen=True)
-class NoisySpec(Spec):
-    def cfg(self) -> Any:
-        return noisy_sim.Cfg(name=self.name, **self.kwargs)
-
-    def write(self, outdir: str | Path) -> dict[str, Any]:
-        return noisy_sim.write_bundle(self.cfg(), str(outdir))
+SIMS["noisy"] = noisy_sim
 
 
 def N(name: str, kwargs: dict[str, Any], cause: str, ranks: list[int], hosts: list[int], lost: float,
       note: str = "") -> Spec:
-    return NoisySpec(name, "noisy", kwargs, cause, ranks, hosts, lost, note)
+    return SimSpec(name, "noisy", kwargs, cause, ranks, hosts, lost, note)
 
 
 NOISY_SPECS: list[Spec] = [
