@@ -24,6 +24,7 @@ EXPECTED: dict[str, set[str]] = {
     "socket_nosizes": {"FAB002"},
     "degraded_logs": {"FAB004"},
     "degraded_nologs": {"FAB001"},
+    "degraded_fast_nologs": {"FAB001"},  # network-bound: bandwidth above the floor, exposed most of the time
     "degraded_manifest": {"FAB004"},
     "degraded_2hosts": {"FAB004"},   # no logs: the manifest's port rates name the host
     "degraded_2hosts_graph": {"FAB004"},  # the lower graph bandwidth for the same communicator names the host
@@ -33,8 +34,9 @@ EXPECTED: dict[str, set[str]] = {
     "no_gdr": {"FAB003"},
     "socket_pipeline": {"FAB001"},   # no logs: the stages' send/recv pairs move bytes at socket speed
     "healthy_pipeline": set(),
-    # no logs: 11 GB/s per host is what one healthy 100 Gb/s NIC gives, H100 or not (see below)
-    "socket_h100": set(),
+    # no logs: 11 GB/s per host is what one healthy 100 Gb/s NIC gives, H100 or not (see below), so
+    # the bandwidth proves nothing; but the job is network-bound (55 % exposed inter-node time)
+    "socket_h100": {"FAB001"},
     "socket_fast_two": {"FAB002", "SYN004"},  # two planted faults, both reported
     "socket_unsized": {"FAB001"},    # no sizes, no logs: network-bound by the exposed inter-node time
     "healthy_unsized": set(),
@@ -245,18 +247,40 @@ def test_jitter_between_groups_counts_but_imbalance_does_not(jobs: Any) -> None:
 
 def test_gpu_model_sizes_a_proven_fallback_not_the_floor(jobs: Any) -> None:
     """The GPU model is a prior on the NICs, not a measurement: without logs, sockets at 11 GB/s
-    per host on H100s look like one healthy 100 Gb/s NIC and are not flagged (an H100 host with
-    such a NIC would be flagged otherwise); with logs that prove sockets, the same prior sizes
+    per host on H100s look like one healthy 100 Gb/s NIC, so the bandwidth test does not call the
+    fabric faulty (an H100 host with such a NIC would be flagged otherwise) and no cost is
+    measured; the job is only network-bound. With logs that prove sockets, the same prior sizes
     what RDMA would have given (FAB002's bracket, at 200 Gb/s per NIC)."""
-    from stallscope.rules.fabric._bandwidth import REF_RDMA_GBPS, expected_busbw, nic_floor_factor
+    from stallscope.rules.fabric._bandwidth import REF_RDMA_GBPS, expected_busbw, inter_far_below, nic_floor_factor
 
     h = jobs["socket_h100"]
     assert "H100" in h.truth["job"]["gpu"] and nic_floor_factor(h.ctx) == 2.0
     assert expected_busbw(h.ctx) == (REF_RDMA_GBPS, "reference")
-    assert "FAB001" not in h.fired(raw=True)
+    assert not inter_far_below(h.ctx)[0]
+    f = h.fired(raw=True)["FAB001"]
+    assert f["lost_time_fraction"] is None and f["details"]["sizes"] and f["title"].startswith("network-bound")
     assert "200 Gb/s NIC per host" in jobs["socket_fast_two"].fired()["FAB002"]["summary"]
     a = next(j for j in (jobs[n] for n in ("healthy", "compute", "hoststall")) if "A100" in j.truth["job"]["gpu"])
     assert nic_floor_factor(a.ctx) == 1.0
+
+
+def test_network_bound_with_sizes_above_the_floor(jobs: Any) -> None:
+    """No logs, a degraded host's links still at ~41 GB/s per host (above any floor): no bandwidth
+    verdict, but the job spends most of its time in exposed inter-node collectives with everyone
+    there, so it is network-bound: medium, cost not measured, the 2x replay in the details and the
+    bandwidth cited. The healthy jobs (exposed well under half) are not."""
+    from stallscope.rules.fabric._bandwidth import NETWORK_BOUND_SHARE, inter_far_below, network_bound
+
+    j = jobs["degraded_fast_nologs"]
+    far, _, host_bw, _, _ = inter_far_below(j.ctx)
+    assert not far and host_bw > 20
+    f = j.fired()["FAB001"]
+    assert f["severity"] == "medium" and f["lost_time_fraction"] is None
+    assert f["details"]["exposed_inter_share"] >= NETWORK_BOUND_SHARE and f["details"]["sizes"]
+    assert 0 < f["details"]["lost_time_fraction_at_2x"] < 1 and f["details"]["busbw_gbps_median"] > 5
+    assert "GB/s" in f["summary"] and "NCCL_DEBUG=INFO" in f["summary"]
+    for name in ("healthy", "healthy_tp", "imbalanced", "healthy_pipeline", "healthy_unsized"):
+        assert not network_bound(jobs[name].ctx)[0], name
 
 
 def test_pipeline_transfers_timed_from_the_later_side(jobs: Any) -> None:

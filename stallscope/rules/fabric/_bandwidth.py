@@ -300,30 +300,44 @@ def host_bandwidth_handicap(ctx: Context, host: str) -> float | None:
     return None
 
 
-#: exposed inter-node collective time (median rank's share of the job) at which a job whose traces
-#: carry no message sizes is network-bound: it spends more time moving bytes, with everyone
-#: there, than computing
+#: exposed inter-node collective time (median rank's share of the job) at which a job is
+#: network-bound: it spends more time moving bytes between nodes, with everyone there, than computing
 NETWORK_BOUND_SHARE = 0.5
 
 
-def unsized_network_bound(ctx: Context) -> tuple[bool, pl.DataFrame, float]:
-    """Whether a job whose inter-node collectives carry no sizes (traces of PyTorch < 2.1 without
-    ``record_shapes``) is network-bound: its bandwidth-bound inter-node collectives (transfers of
-    ``UNSIZED_BW_NS`` or more, members arriving together) are exposed for at least
-    :data:`NETWORK_BOUND_SHARE` of the median rank's time, and it has no inter-node
-    point-to-point transfers (a pipeline's bubbles are spent inside its receives).
-    Returns (network-bound, the instances, the median rank's exposed share)."""
+def network_bound(ctx: Context) -> tuple[bool, pl.DataFrame, float, bool]:
+    """Whether the job is network-bound although no bandwidth test could call its fabric faulty:
+    its bandwidth-bound inter-node collectives, members arriving together, are exposed for at
+    least :data:`NETWORK_BOUND_SHARE` of the median rank's time.
+
+    Two cases reach this test. Traces without message sizes (PyTorch < 2.1 without
+    ``record_shapes``) give no bandwidth at all: collectives whose transfer takes ``UNSIZED_BW_NS``
+    or more count as bandwidth-bound. Traces with sizes whose bandwidth stays above the floor of
+    the slowest RDMA NIC, when nothing says what this fabric's NICs carry (no NCCL graph search,
+    no port rates: the expectation is a floor, :data:`FLOOR_BASES`): a degraded link on a fast
+    host and a healthy thin fabric then look alike, but either way the job waits on the network
+    for most of its time. When NCCL's graph or the port rates say the fabric delivers what it
+    should, a network-bound job is a design matter (a model too communication-heavy for its
+    fabric), not a fabric fault, and this test is not asked. Jobs with inter-node point-to-point
+    transfers are left out: a pipeline's bubbles are spent inside its receives.
+    Returns (network-bound, the instances, the median rank's exposed share, sized)."""
     inst = ctx.d.instances
     if inst.height == 0:
-        return False, inst, 0.0
+        return False, inst, 0.0, False
     inter = inst.filter((pl.col("scope") == "inter") & (pl.col("members") > 1) & (pl.col("transfer_ns") > 0))
-    if inter.height == 0 or inter["bytes"].drop_nulls().len() > 0 or inter["op"].is_in(P2P_OPS).any():
-        return False, inter, 0.0
-    bound = inter.filter(pl.col("op").is_in(BW_OPS) & (pl.col("transfer_ns") >= UNSIZED_BW_NS))
+    if inter.height == 0 or inter["op"].is_in(P2P_OPS).any():
+        return False, inter, 0.0, False
+    sized = inter["bytes"].drop_nulls().len() > 0
+    if sized:
+        if expected_busbw(ctx)[1] not in FLOOR_BASES:
+            return False, inter, 0.0, True
+        bound = inter_transfers(ctx)
+    else:
+        bound = inter.filter(pl.col("op").is_in(BW_OPS) & (pl.col("transfer_ns") >= UNSIZED_BW_NS))
     f = ctx.features
     exposed = float(f["comm_inter_frac"].median() or 0.0) if "comm_inter_frac" in f.columns and f.height else 0.0
     ok = bound.height >= 3 and arrive_together(bound) and exposed >= NETWORK_BOUND_SHARE
-    return ok, bound, exposed
+    return ok, bound, exposed, sized
 
 
 def transfers_scaled(ctx: Context, factor: float) -> dict[int, float]:

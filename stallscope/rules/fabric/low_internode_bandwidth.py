@@ -5,7 +5,7 @@ from __future__ import annotations
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.fabric._bandwidth import (COLLAPSE_GBPS, NETWORK_BOUND_SHARE, P2P_OPS, collective_skew, inter_far_below,
-                                                socket_facts, transfers_at_bandwidth, transfers_scaled, unsized_network_bound)
+                                                network_bound, socket_facts, transfers_at_bandwidth, transfers_scaled)
 
 
 class LowInterNodeBandwidth(Rule):
@@ -25,12 +25,17 @@ class LowInterNodeBandwidth(Rule):
         is slow, not faulty). When NCCL logs show the data path runs
         over TCP sockets, FAB002 reports it instead; one host's degraded link is FAB004.
 
-        Traces without message sizes (PyTorch < 2.1 without ``record_shapes``) give no bandwidth.
-        Then the job is reported as network-bound when its bandwidth-bound inter-node
-        collectives (transfers ≥ 0.5 ms), whose members arrive together, are exposed for at least
-        half of the median rank's time: it spends more time moving bytes than computing. The
-        cost cannot be measured (no reference speed): the finding is medium, with what a fabric
-        twice as fast would save in its details.
+        When no bandwidth test can decide, the job is reported as **network-bound** when its
+        bandwidth-bound inter-node collectives, whose members arrive together, are exposed for at
+        least half of the median rank's time: it spends more time moving bytes between nodes,
+        with everyone there, than computing. Two cases: traces without message sizes (PyTorch <
+        2.1 without ``record_shapes``: transfers ≥ 0.5 ms count as bandwidth-bound), and traces
+        whose bandwidth is above the no-log floor while nothing says what the NICs carry (a link
+        of a 400 Gb/s host degraded to 20 GB/s looks like a healthy 200 Gb/s one). Not when NCCL's
+        graph or the port rates show the fabric delivers what it should (then the model is too
+        communication-heavy for its fabric, a design matter), nor for pipelines (their bubbles
+        are spent inside receives). The cost cannot be measured (no reference speed): the
+        finding is medium, with what a fabric twice as fast would save in its details.
 
     Why it slows the job:
         Gradient and parameter exchanges that should overlap with compute take so long that they
@@ -59,7 +64,7 @@ class LowInterNodeBandwidth(Rule):
     def check(self, ctx: Context) -> list[Finding]:
         far_below, inter, host_bw, expected, basis = inter_far_below(ctx)
         if not far_below:
-            return self._unsized(ctx)
+            return self._network_bound(ctx)
         bw = float(inter["busbw_gbps"].median())
         facts = socket_facts(ctx)
         if facts.get("socket_hosts"):
@@ -96,34 +101,46 @@ class LowInterNodeBandwidth(Rule):
                                        "check link state/speed (ibstat) and GPUDirect RDMA.",
                         details={"busbw_gbps_median": round(bw, 3), "expected_gbps": round(expected, 2), "basis": basis})]
 
-    def _unsized(self, ctx: Context) -> list[Finding]:
-        """Network-bound without message sizes: exposed inter-node collectives, everyone there."""
-        bound, inst, exposed = unsized_network_bound(ctx)
+    def _network_bound(self, ctx: Context) -> list[Finding]:
+        """Network-bound: exposed inter-node collectives, everyone there, no bandwidth verdict."""
+        bound, inst, exposed, sized = network_bound(ctx)
         facts = socket_facts(ctx) if bound else {}
         if not bound or facts.get("socket_hosts"):
             return []
         skew = collective_skew(inst)
-        twice = ctx.lost_if_transfers("fab:unsized-2x", transfers_scaled(ctx, 2.0))
+        twice = ctx.lost_if_transfers("fab:transfers-2x", transfers_scaled(ctx, 2.0))
+        if sized:
+            bw = float(inst["busbw_gbps"].median())
+            why = (f"They reach a median bus bandwidth of {bw:.2f} GB/s, above what the slowest RDMA NIC gives, and "
+                   f"nothing in the bundle says what this fabric's NICs should carry: a degraded link and a thin healthy "
+                   f"fabric look alike here, so what a healthy fabric would save cannot be measured")
+            advice = " Set NCCL_DEBUG=INFO (its graph search gives the NICs' bandwidth) or run nccl-tests across two nodes."
+        else:
+            bw = None
+            why = "The traces carry no message sizes, so the bandwidth and what a healthy fabric would save cannot be measured"
+            advice = (" Set NCCL_DEBUG=INFO to see which transport was used, and record_shapes=True in the profiler to "
+                      "measure the bandwidth.")
         summary = (f"Inter-node collectives take {exposed:.0%} of the median rank's time, exposed (not hidden under "
                    f"computation), while their members arrive together (median skew {skew or 0:.0%} of the transfer) over "
-                   f"{inst.height} instances: the job spends more time moving bytes between nodes than computing. The traces "
-                   f"carry no message sizes, so the bandwidth and what a healthy fabric would save cannot be measured"
+                   f"{inst.height} instances: the job spends more time moving bytes between nodes than computing. {why}"
                    + (f"; with transfers twice as fast the job would be {fmt_pct(twice)} shorter." if twice else ".")
-                   + ("" if facts.get("logs") else " Set NCCL_DEBUG=INFO to see which transport was used, "
-                      "and record_shapes=True in the profiler to measure the bandwidth."))
+                   + ("" if facts.get("logs") and not sized else advice))
         ev = [
             _exposed_evidence(ctx, round(exposed, 3)),
-            Evidence("inter-node collectives: transfer and arrival skew",
-                     f"SELECT op, members, instances, round(transfer_ms_median, 2) AS transfer_ms, round(skew_ms_median, 2) AS skew_ms "
+            Evidence("inter-node collectives: transfer, bandwidth and arrival skew",
+                     f"SELECT op, members, bytes, instances, round(busbw_gbps_median, 3) AS busbw_gbps, "
+                     f"round(transfer_ms_median, 2) AS transfer_ms, round(skew_ms_median, 2) AS skew_ms "
                      f"FROM collective_bandwidth WHERE {ctx.where} AND scope = 'inter' ORDER BY transfer_ms DESC", inst.height),
         ]
         f = Finding(rule=self.code, cause=self.cause, title=f"network-bound: exposed inter-node collectives take {exposed:.0%} of the time",
                     summary=summary, ranks=ctx.d.ranks["rank"].to_list(), hosts=ctx.d.hosts, lost_time_fraction=None,
                     confidence=ctx.quality * 0.45, evidence=ev,
                     recommendation="Measure the fabric with nccl-tests across two nodes and compare with what the NICs should "
-                                   "carry; profile with record_shapes=True so that stallscope can measure the bandwidth.",
+                                   "carry" + ("." if sized else "; profile with record_shapes=True so that stallscope can measure "
+                                                                 "the bandwidth."),
                     details={"exposed_inter_share": round(exposed, 3), "threshold": NETWORK_BOUND_SHARE,
-                             "lost_time_fraction_at_2x": twice, "sizes": False})
+                             "lost_time_fraction_at_2x": twice, "lost_time_fraction_estimate": twice, "sizes": sized,
+                             "busbw_gbps_median": None if bw is None else round(bw, 3)})
         f.severity = "medium"
         return [f]
 

@@ -81,7 +81,7 @@ class SocketFallback(Rule):
             lost = ctx.lost_if_transfers("fab:rdma-mid", transfers_at_bandwidth(ctx, low * gpus ** 0.5)) if gpus > 1 else lost_low
         elif transfers := transfers_scaled(ctx, UNSIZED_SPEEDUP):
             # no message sizes: the transfers' durations are still measured
-            twice = ctx.lost_if_transfers("fab:unsized-2x", transfers)
+            twice = ctx.lost_if_transfers("fab:transfers-2x", transfers)
         low_nic = f"{100 * floor:.0f} Gb/s"
         all_hosts = len(hosts) >= len(ctx.d.hosts) or len(hosts) == len(facts.get("hosts", []))  # type: ignore[arg-type]
         ranks = ctx.d.ranks["rank"].to_list() if all_hosts else [r for h in hosts for r in ctx.d.ranks_of(h)]
