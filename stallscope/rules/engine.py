@@ -10,7 +10,11 @@ Arbitration (in this order):
 3. A more specific cause of the inter-node bandwidth collapse replaces FAB001 (the same
    collapse seen in the traces): FAB002 (socket fallback, from the logs), FAB004 (one host's
    degraded link), LOC004 (one host's GPU-NIC path) or LOC003 (one host's intra-node hops on
-   SHM, which every ring through it crosses).
+   SHM, which every ring through it crosses). A network-bound FAB001 (no bandwidth verdict,
+   cost unmeasured) also yields to a measured locality finding on one host: a host whose ranks
+   are late together in a job waiting on its network is the classic signature of GPUs and NICs
+   across CPU sockets (the far socket slows the host's CPU side and its NIC traffic alike); the
+   exposed share is kept in that finding's details.
 4. Jitter (SYN003) is dropped when a straggler or slow-host finding of medium or higher
    explains the waiting.
 5. Confidence of every finding is scaled by the input quality (missing ranks, truncated
@@ -79,6 +83,12 @@ def arbitrate(ctx: Context, findings: list[Finding]) -> list[Finding]:
     specific = [f for f in findings if f.rule in ("FAB002", "FAB004")
                 or (f.rule in ("LOC003", "LOC004") and f.details.get("affects_inter_node"))
                 or (f.cause == "locality" and (f.details.get("affects_inter_node") or "LOC004" in f.details.get("merged_rules", [])))]
+    bound = [f for f in findings if f.rule == "FAB001" and f.lost_time_fraction is None and "exposed_inter_share" in f.details]
+    placed = [f for f in loc.values() if SEVERITY_ORDER[f.severity] >= 2 and f.lost_time_fraction]
+    if bound and placed and not specific:
+        for g in placed:
+            g.details["network_bound_share"] = bound[0].details["exposed_inter_share"]
+        findings = [f for f in findings if all(f is not b for b in bound)]
     if specific:
         for f in findings:
             if f.rule == "FAB001":

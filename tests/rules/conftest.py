@@ -82,6 +82,10 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # of them stands out as where the lateness starts)
     "xsock_minority": ("cross_socket_nic_one_host", 72, dict(logs="none", severity="subtle", nodes=3, parallelism="ddp",
                                                              noise="high", steps=3)),
+    # no logs, FSDP on H100s: the host whose GPUs and NICs sit across sockets is late in every step
+    # and the job is network-bound (inter-node collectives exposed > half the time)
+    "xsock_bound": ("cross_socket_nic_one_host", 83, dict(logs="none", gpu="H100", severity="moderate", nodes=3,
+                                                          parallelism="fsdp")),
     # pipeline stages on different hosts: the inter-node traffic is send/recv pairs, not collectives
     "socket_pipeline": ("socket_fallback", 61, dict(logs="none", parallelism="pipeline", severity="severe")),
     "healthy_pipeline": ("healthy", 62, dict(logs="none", parallelism="pipeline")),

@@ -52,6 +52,8 @@ EXPECTED: dict[str, set[str]] = {
     "xsock_subtle": {"LOC001"},
     # half the host's ranks explain over half of its lateness, yet none of them is an origin apart
     "xsock_minority": {"LOC001"},
+    # late host in a network-bound job: the placement finding absorbs the unmeasured FAB001
+    "xsock_bound": {"LOC001"},
     "p2p_nologs": {"LOC002"},
     "p2p_logs": {"LOC002"},
     "xsock_logs": {"LOC004"},
@@ -281,6 +283,20 @@ def test_network_bound_with_sizes_above_the_floor(jobs: Any) -> None:
     assert "GB/s" in f["summary"] and "NCCL_DEBUG=INFO" in f["summary"]
     for name in ("healthy", "healthy_tp", "imbalanced", "healthy_pipeline", "healthy_unsized"):
         assert not network_bound(jobs[name].ctx)[0], name
+
+
+def test_network_bound_yields_to_a_late_host(jobs: Any) -> None:
+    """A host late in every step in a network-bound job (GPUs and NICs across sockets, no logs):
+    the measured LOC001 on that host is the answer; the unmeasured network-bound FAB001 fires
+    but is folded into it (its exposed share kept in the details), so it cannot outrank it by
+    its 2x estimate."""
+    j = jobs["xsock_bound"]
+    raw = j.fired(raw=True)["FAB001"]
+    assert raw["lost_time_fraction"] is None and raw["details"]["exposed_inter_share"] >= 0.5
+    f = j.doc["findings"][0]
+    assert f["rule"] == "LOC001" and f["hosts"] == j.truth["culprit_hosts"]
+    assert f["details"]["network_bound_share"] == raw["details"]["exposed_inter_share"]
+    assert "FAB001" in jobs["degraded_fast_nologs"].causes()  # no late host: stays
 
 
 def test_pipeline_transfers_timed_from_the_later_side(jobs: Any) -> None:
