@@ -40,9 +40,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stallscope.ingest import nccl_messages
-from stallscope.ingest.nccl_state import arrow_table
 from stallscope.ingest.schemas import nccl as F
-from stallscope.store.schema.nccl import NCCL_COLLS, NCCL_CONNECTIONS
+from stallscope.store.schema.nccl import NCCL_CONNECTIONS
 
 if TYPE_CHECKING:  # pragma: no cover
     from stallscope.ingest.nccl_state import Key, LogState
@@ -371,7 +370,7 @@ def finish(state: LogState, block: Block, base: int, comms: BlockComms) -> None:
             bytes=pl.col("count") * dt.replace_strict(_DT_SIZE, default=None, return_dtype=pl.Int64),
             redop_name=pl.col("redop").replace_strict(F.REDOPS, default=None, return_dtype=pl.String),
             peer=pl.when(pl.col("op").is_in(["Send", "Recv"])).then("root"), file=pl.lit(state.label))
-        state.add_arrow("nccl_colls", arrow_table(df.select(NCCL_COLLS.schema.names), NCCL_COLLS.schema))
+        state.add_frame("nccl_colls", df)
 
 
 def _finish_connections(state: LogState, rows: pl.DataFrame, msgs: pl.DataFrame, base: int,
@@ -399,7 +398,7 @@ def _finish_connections(state: LogState, rows: pl.DataFrame, msgs: pl.DataFrame,
     df = df.hstack(msgs[slot[df["m"].to_numpy()]]).with_columns(file=pl.lit(state.label))
     for cid, r, h in df.filter(pl.col("comm_id").is_not_null()).select("comm_id", "printer_rank", "host").unique(maintain_order=True).iter_rows():
         state.rank_host[(cid, r)] = h
-    state.add_arrow("nccl_connections", arrow_table(df.select(NCCL_CONNECTIONS.schema.names), NCCL_CONNECTIONS.schema))
+    state.add_frame("nccl_connections", df)
 
 
 #: the columns of a connection row that its message decides (the rest: prefix, communicator, provenance)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from stallscope.ingest.nccl_state import DEFERRED_FRAMES, RowBuffer, arrow_table
+from stallscope.ingest.nccl_state import DEFERRED_FRAMES, RowBuffer
 
 if TYPE_CHECKING:  # pragma: no cover
     from stallscope.ingest.nccl_state import LogState
@@ -287,9 +287,9 @@ def add_rows(state: LogState, lines: pl.DataFrame, reps: list[Replay], base: int
         rows = consts.drop(list(slots)).select(pl.all().gather(part["_c"]))
         t = pl.concat([part.select("_ln", "_seq", **slots), rows], how="horizontal")
         out.setdefault(table, []).append(t.select("_ln", "_seq", *names))
-    for table, parts in out.items():
-        t = pl.concat(parts).sort("_ln", "_seq")
+    for table, parts in out.items():  # each in line order once sorted by (line, _seq): left to who writes them
+        t = pl.concat(parts)
         if table in state.deferred:
             state.deferred_frames.setdefault(table, []).append(t)
         else:
-            state.add_arrow(table, arrow_table(t.drop("_ln", "_seq"), state.buffers[table].schema))
+            state.add_frame(table, t)

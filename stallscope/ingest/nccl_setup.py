@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
-from stallscope.ingest.nccl_state import arrow_table, opt_int
+from stallscope.ingest.nccl_state import opt_int
 from stallscope.ingest.schemas import nccl as F
 from stallscope.store.schema.nccl import NCCL_FACTS
 
@@ -419,8 +418,6 @@ def _finish_net(state: LogState) -> None:
                        schema={"host": pl.String, "pid": pl.Int64, "_sel": pl.String})
     g = pl.DataFrame([(h, p, i, v) for (h, p, i), v in gdr.items() if fits(host=h, pid=p, dev_index=i, gdr=v)],
                      orient="row", schema={"host": pl.String, "pid": pl.Int64, "dev_index": pl.Int32, "_gdr": pl.Boolean})
-    buf = state.buffers["nccl_net"]
-    parts = []
     for frame in frames:
         ib = np.flatnonzero((frame["kind"] == "ib_device").fill_null(False).to_numpy())
         if len(ib):  # only IB device rows are completed: joined on their own, put back in place
@@ -430,8 +427,7 @@ def _finish_net(state: LogState) -> None:
                    .select(plugin=pl.when(pl.col("_sel").is_not_null() & ~pl.col("_sel").is_in(["IB", "Socket"]))
                            .then("_sel").otherwise("plugin"), gdr="_gdr"))
             frame = frame.with_columns(frame["plugin"].scatter(ib, got["plugin"]), frame["gdr"].scatter(ib, got["gdr"]))
-        parts.append(arrow_table(frame.select(buf.columns), buf.schema))
-    state.add_arrow("nccl_net", pa.concat_tables(parts))
+        state.add_frame("nccl_net", frame)
 
 
 def _last_facts(frames: list[pl.DataFrame]) -> list[tuple[Any, ...]]:

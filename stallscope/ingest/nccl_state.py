@@ -6,16 +6,17 @@ TableSpec's column order; the rest as dicts. Tables in :data:`DEFERRED` stay in 
 until the end of the file because later lines complete them (version, nNodes, GDR per HCA).
 
 A table's rows are written in line order whatever the read block: a block's rows come from the
-bulk path, the column replay and the per-line handlers in no common order, so a table's rows of a
-block are put in line order at the block's end (:meth:`LogState.end_block`), and batches are
-written only there and at the end of the file.
+bulk path, the column replay (both as polars frames) and the per-line handlers (tuples) in no common
+order, so at the block's end (:meth:`LogState.end_block`) a table's frames and tuples are put in line
+order while they are still polars frames (a gather of string views, no string copy) and made one
+Arrow batch; batches are written only there and at the end of the file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import polars as pl
@@ -30,6 +31,9 @@ BATCH_ROWS = 50_000
 MAX_DEFERRED_CONNECTIONS = 200_000
 #: a batch out of line order in runs this long on average is reordered as slices (:func:`in_line_order`)
 MIN_RUN = 256
+#: frames' column of a row's place among its line's rows in the table, where a line has several
+#: (the column replay's rows); rows without it are their line's only rows, or in order already
+SEQ = "_seq"
 #: buffers with fewer rows are built by pyarrow (:meth:`RowBuffer.to_arrow`)
 ARROW_ROWS = 4096
 #: tables kept whole (as dicts; watchdog rows as (shared record, line number) pairs) until the end of the file
@@ -46,25 +50,45 @@ class TableSink(Protocol):
     def append(self, name: str, data: pa.Table) -> None: ...
 
 
-def in_line_order(data: pa.Table) -> pa.Table:
-    """``data``'s rows by ``line_no`` (rows without one last); the rows of one line keep their order.
+Rows = TypeVar("Rows", pa.Table, pl.DataFrame)
+
+
+def in_line_order(data: Rows, key: np.ndarray | None = None) -> Rows:
+    """``data``'s rows by ``key`` (default: ``line_no``, rows without one last), stably (the rows of one line keep
+    their order). Arrow tables, or polars frames with their ``key`` (:func:`_line_key`).
 
     The rows come in runs already in order: a block's bulk rows, its replayed rows (e.g. ~70
     connection rows among 72k bulk ones), its per-line rows; at the end of the file, completed dicts
     and replayed frames. Runs of :data:`MIN_RUN` rows on average are put in order as slices (no
-    copy); shorter ones are gathered by ``take`` (a copy).
+    copy); shorter ones are gathered (Arrow: strings copied; polars: string views).
     """
-    ln = data.column("line_no").to_numpy()  # float with NaN where null
-    if len(ln) < 2 or bool(np.all(ln[1:] >= ln[:-1])):
+    if key is None:
+        assert isinstance(data, pa.Table)
+        key = data.column("line_no").to_numpy()  # float with NaN where null
+        if np.isnan(key).any():
+            key = np.where(np.isnan(key), np.inf, key)
+    if len(key) < 2 or bool(np.all(key[1:] >= key[:-1])):
         return data
-    if np.isnan(ln).any():
-        ln = np.where(np.isnan(ln), np.inf, ln)
-    order = np.argsort(ln, kind="stable")
-    cuts = np.flatnonzero(np.diff(order) != 1) + 1
+    order = np.argsort(key, kind="stable")
+    cuts: np.ndarray = np.flatnonzero(np.diff(order) != 1) + 1
     if len(cuts) * MIN_RUN > len(order):
+        if isinstance(data, pl.DataFrame):
+            return data.rechunk()[order]  # one chunk first: a gather across chunks costs ~4x
         return data.take(order)
-    starts = [0, *cuts.tolist()]
-    return pa.concat_tables([data.slice(int(order[a]), b - a) for a, b in zip(starts, [*starts[1:], len(order)])])
+    starts: list[int] = [0, *cuts.tolist()]
+    pieces = [data.slice(int(order[a]), b - a) for a, b in zip(starts, [*starts[1:], len(order)])]
+    if isinstance(data, pl.DataFrame):
+        return pl.concat(pieces, rechunk=False)
+    return pa.concat_tables(pieces)
+
+
+def _line_key(df: pl.DataFrame) -> np.ndarray:
+    """Each row's ``line_no << 16 | _seq`` (:data:`SEQ`, 0 where absent): sorted, the rows are in line order,
+    a line's rows in their place. A row without a line sorts after every line (``line_no`` < 2^46)."""
+    key = df["line_no"].fill_null(1 << 46).to_numpy().astype(np.int64, copy=False) << 16
+    if SEQ in df.columns:
+        key |= df[SEQ].to_numpy()
+    return key
 
 
 def opt_int(s: str | None) -> int | None:
@@ -80,6 +104,17 @@ class RowBuffer:
         self.schema = schema
         self.columns: tuple[str, ...] = tuple(schema.names)
         self.rows: list[tuple[Any, ...]] = []
+
+    def to_frame(self) -> pl.DataFrame:
+        """The buffered rows as a polars frame of the table's columns, with the values :meth:`to_arrow` gives."""
+        if len(self.rows) >= ARROW_ROWS and self._flat:
+            try:
+                return self.polars_columns()
+            except (pl.exceptions.PolarsError, OverflowError, TypeError, ValueError):
+                pass
+        df = pl.from_arrow(self.to_arrow())
+        assert isinstance(df, pl.DataFrame)
+        return df
 
     def to_arrow(self) -> pa.Table:
         """The buffered rows as a table of the registered schema; values that do not fit become null.
@@ -108,9 +143,12 @@ class RowBuffer:
 
     def by_polars_columns(self) -> pa.Table:
         """The rows by polars, column by column (strict: raises when a value is not of its column's type)."""
+        return arrow_table(self.polars_columns(), self.schema)
+
+    def polars_columns(self) -> pl.DataFrame:
+        """The rows as a polars frame, column by column (strict: raises when a value is not of its column's type)."""
         schema = self.pl_schema
-        df = pl.DataFrame([pl.Series(n, v, dtype=schema[n], strict=True) for n, v in zip(self.columns, zip(*self.rows))])
-        return arrow_table(df, self.schema)
+        return pl.DataFrame([pl.Series(n, v, dtype=schema[n], strict=True) for n, v in zip(self.columns, zip(*self.rows))])
 
     def by_rows(self) -> pa.Table:
         """The rows by polars from the row tuples (converts what it can; raises on what it cannot)."""
@@ -175,8 +213,10 @@ class LogState:
     #: rows of :data:`DEFERRED_FRAMES` tables replayed column by column (the schema's columns, then
     #: ``_ln`` and ``_seq``: line number and place among the line's rows, for line order)
     deferred_frames: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
-    #: Arrow batches made by the bulk path, per table, waiting to be written with the tuple rows
+    #: Arrow batches in line order (one per block that gave the table frames), waiting to be written
     chunks: dict[str, list[pa.Table]] = field(default_factory=dict)
+    #: polars frames of rows made in bulk (:meth:`add_frame`), per table, until the end of the block
+    frames: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
     #: applied to a table's batch just before it is written
     on_flush: Callable[[LogState, str, pa.Table], pa.Table] | None = None
     #: names of version fingerprints seen (see schemas.nccl.FINGERPRINTS)
@@ -200,8 +240,6 @@ class LogState:
     warn_memo: dict[str, Any] = field(default_factory=dict)
     #: tables with a batch to write at the end of the block (:meth:`end_block`)
     due: set[str] = field(default_factory=set)
-    #: tables given Arrow batches in this block -> the first of them in ``chunks[table]``
-    block_chunks: dict[str, int] = field(default_factory=dict)
     #: inside an nccl-tests result table
     tests_table: bool = False
     unknown: int = 0
@@ -228,7 +266,8 @@ class LogState:
         return self.thread_comm.get((host, pid, tid), (None, None))
 
     def _pending(self, table: str) -> int:
-        return len(self.buffers[table].rows) + sum(t.num_rows for t in self.chunks.get(table, ()))
+        return (len(self.buffers[table].rows) + sum(t.num_rows for t in self.chunks.get(table, ()))
+                + sum(f.height for f in self.frames.get(table, ())))
 
     def _maybe_flush(self, table: str, n: int) -> None:
         if n >= BATCH_ROWS and (table != "nccl_connections" or n >= MAX_DEFERRED_CONNECTIONS):
@@ -238,22 +277,33 @@ class LogState:
         """Put the rows of the block in line order, and write the batches due (every line before is parsed).
 
         A table's rows are then in line order: its Arrow batches, then its tuple rows (of blocks that
-        made no batch for it, which follow every batch). Only a block that gave a table both its
-        own batches and tuple rows, or several batches, puts them in order: one block's rows at a
-        time, not a whole batch of 200k rows at its flush (whose copy touches ~50 MB of fresh memory).
+        gave it no frame, which follow every batch). A block that gave a table frames makes them and
+        its tuple rows one batch (:meth:`_settle`): one block's rows at a time, not a whole batch of
+        200k rows at its flush (whose copy touches ~50 MB of fresh memory).
         """
-        for table, k in self.block_chunks.items():
-            parts = self.chunks[table]
-            buf = self.buffers[table]
-            if buf.rows:
-                parts.append(buf.to_arrow())
-                buf.rows.clear()
-            if len(parts) - k > 1:
-                parts[k:] = [in_line_order(pa.concat_tables([conform(table, p) for p in parts[k:]]))]
-        self.block_chunks.clear()
+        for table in list(self.frames):
+            self._settle(table)
         for table in self.due:
             self.flush(table)
         self.due.clear()
+
+    def _settle(self, table: str) -> None:
+        """The table's frames and tuple rows as one Arrow batch in line order, after its other batches.
+
+        The rows of one line come from one path (bulk, column replay or per-line handler), each part in
+        line order but the replay's, whose rows carry their place in the line (:data:`SEQ`): a stable
+        sort by line and place, done on the polars frames (:func:`in_line_order`: slices, or a gather of
+        string views), so the text is copied once, into Arrow. Rows without a line go last.
+        """
+        parts = self.frames.pop(table)
+        buf = self.buffers[table]
+        if buf.rows:
+            parts.append(buf.to_frame())
+            buf.rows.clear()
+        df = pl.concat([p.select(buf.columns) for p in parts], how="vertical_relaxed") if len(parts) > 1 else parts[0]
+        if len(parts) > 1 or SEQ in df.columns:
+            df = in_line_order(df, np.concatenate([_line_key(p) for p in parts]))
+        self.chunks.setdefault(table, []).append(arrow_table(df.select(buf.columns), buf.schema))
 
     def add(self, table: str, row: tuple[Any, ...]) -> None:
         buf = self.buffers[table]
@@ -261,12 +311,12 @@ class LogState:
         if len(buf.rows) >= BATCH_ROWS:
             self._maybe_flush(table, self._pending(table))
 
-    def add_arrow(self, table: str, data: pa.Table) -> None:
-        """A batch from the bulk path: the table's columns in order (types are made exact when written)."""
-        if data.num_rows:
-            parts = self.chunks.setdefault(table, [])
-            self.block_chunks.setdefault(table, len(parts))
-            parts.append(data)
+    def add_frame(self, table: str, df: pl.DataFrame) -> None:
+        """Rows made in bulk: the table's columns in line order, or with :data:`SEQ` in any order (types
+        are made exact when the block's rows become a batch, :meth:`_settle`)."""
+        if df.height:
+            cols = self.buffers[table].columns
+            self.frames.setdefault(table, []).append(df.select(*cols, SEQ) if SEQ in df.columns else df.select(cols))
             self._maybe_flush(table, self._pending(table))
 
     def add_dict(self, table: str, d: dict[str, Any]) -> None:
@@ -279,11 +329,12 @@ class LogState:
         buf = self.buffers[table]
         distinct = RowBuffer(table, buf.schema)
         distinct.rows = [tuple(map(d.get, buf.columns)) for d in rows]
-        data = distinct.to_arrow().take(pa.array(at, pa.int32()))
-        i = data.schema.get_field_index("line_no")
-        self.add_arrow(table, data.set_column(i, data.schema.field(i), pa.array(line_nos, data.schema.field(i).type)))
+        data = distinct.to_frame()[at]
+        self.add_frame(table, data.with_columns(pl.Series("line_no", line_nos, data.schema["line_no"])))
 
     def flush(self, table: str) -> None:
+        if table in self.frames:
+            self._settle(table)
         buf = self.buffers[table]
         parts = self.chunks.pop(table, [])
         if buf.rows:
