@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from stallscope.ingest import nccl_messages
+from stallscope.ingest.nccl_state import distinct
 from stallscope.ingest.schemas import nccl as F
 from stallscope.store.schema.nccl import NCCL_CONNECTIONS
 
@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _INFO = "] NCCL INFO "
 _KEY = ["host", "pid", "tid"]
 #: the end of the text before "] NCCL INFO" (same host rule as the per-line path: no ":<>()[]" in it)
-_PREFIX_TAIL = r"(?P<host>[^ :\[\]()<>]+):(?P<pid_s>\d{1,18}):(?P<tid_s>\d{1,18}) \[(?P<dev_s>-?\d{1,9})$"
+_PREFIX_TAIL = r"(?P<host>[^ :\[\]()<>]+):(?P<pid_s>[0-9]{1,18}):(?P<tid_s>[0-9]{1,18}) \[(?P<dev_s>-?[0-9]{1,9})$"
 #: the whole text before "] NCCL INFO" is ``host:pid:tid [dev`` (ASCII digits: the per-line path's isdigit)
 _PREFIX_PLAIN = r"^(?P<host>[^ :\[\]()<>]+):(?P<pid>[0-9]{1,18}):(?P<tid>[0-9]{1,18}) \[(?P<dev>-?[0-9]{1,9})$"
 #: ... or ``[dev`` after blanks only (logs printed without host:pid:tid; the per-line path's PREFIX_RE gives no host)
@@ -145,40 +145,36 @@ def _ascii_lines(arr: pa.LargeStringArray, offs: np.ndarray) -> np.ndarray | Non
 
 
 def _prefixes(heads: pl.Series) -> pl.DataFrame:
-    """Columns host, pid, tid, cuda_dev, keep for each distinct text before ``"] NCCL INFO "``.
+    """Columns host, pid, tid, cuda_dev, keep for each distinct text before ``"] NCCL INFO "`` (ASCII lines only).
 
     ``keep``: the per-line path reads that prefix the same way (other lines stay with it).
     Three shapes: ``host:pid:tid [dev`` from the line start (nearly every line; one anchored
-    regex on the distinct prefixes), ``[dev`` alone after blanks (old logs without ``host:pid:tid``,
-    host null), and the prefix behind a launcher wrapper (a short regex on those few only).
+    regex on the distinct prefixes), and the few of the other two (:func:`_other_prefixes`) read
+    on their own: a column computed over every head costs as much as the regex.
     """
     df = pl.DataFrame({"head": heads}).with_columns(p=pl.col("head").str.extract_groups(_PREFIX_PLAIN)).unnest("p")
-    plain, nohost = pl.col("host").is_not_null(), pl.col("head").str.contains(_PREFIX_NOHOST)
-    df = df.with_columns(
-        plain=plain, nohost=nohost, pid=pl.col("pid").cast(pl.Int64), tid=pl.col("tid").cast(pl.Int64),
-        cuda_dev=pl.when(plain).then(pl.col("dev"))
-        .when(nohost).then(pl.col("head").str.strip_chars_start(" \t").str.slice(1)).cast(pl.Int32, strict=False))
-    other = np.flatnonzero(~(df["plain"] | df["nohost"]).to_numpy())
+    df = df.select("head", "host", pid=pl.col("pid").cast(pl.Int64), tid=pl.col("tid").cast(pl.Int64),
+                   cuda_dev=pl.col("dev").cast(pl.Int32), keep=pl.col("host").is_not_null())
+    other = np.flatnonzero(~df["keep"].to_numpy())
     if len(other):
-        # host:pid:tid [dev are the last words before "] NCCL INFO": a short regex on a short tail
-        o = df[other].select(p=pl.col("head").str.tail(200).str.extract_groups(_PREFIX_TAIL)).unnest("p").select(
-            "host", pid=_uint(pl.col("pid_s"), pl.Int64), tid=_uint(pl.col("tid_s"), pl.Int64), cuda_dev=_int(pl.col("dev_s")))
-        o = o.with_columns(ok=pl.col("host").is_not_null() & pl.col("pid").is_not_null() & pl.col("tid").is_not_null()
-                           & pl.col("cuda_dev").is_not_null())
-        df = df.with_columns(df[c].scatter(other, o[c]) for c in ("host", "pid", "tid", "cuda_dev"))
-        df = df.with_columns(plain=df["plain"].scatter(other, o["ok"]))
-    keep = pl.col("plain") | (pl.col("nohost") & pl.col("cuda_dev").is_not_null())
-    return df.select("host", "pid", "tid", "cuda_dev", keep=keep)
+        o = _other_prefixes(df["head"].gather(other))
+        df = df.with_columns(df[c].scatter(other, o[c]) for c in ("host", "pid", "tid", "cuda_dev", "keep"))
+    return df.drop("head")
 
 
-def _distinct(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
-    """(codes, values): ``s == values[codes]``. A big log repeats its prefixes and most of its messages."""
-    enc = pc.dictionary_encode(s.to_arrow(compat_level=pl.CompatLevel.newest()))
-    if isinstance(enc, pa.ChunkedArray):
-        enc = enc.combine_chunks()
-    idx = enc.indices  # int32 without nulls (every kept line has a prefix and a message)
-    codes = np.frombuffer(idx.buffers()[1], dtype=np.int32)[idx.offset: idx.offset + len(idx)]
-    return codes.astype(np.int64), pl.Series(s.name, enc.dictionary)
+def _other_prefixes(heads: pl.Series) -> pl.DataFrame:
+    """:func:`_prefixes` of heads not of the plain shape: ``[dev`` alone after blanks (old logs without
+    ``host:pid:tid``, host null), or ``host:pid:tid [dev`` as the last words, behind a launcher wrapper
+    (a short regex on a short tail; ``[0-9]`` where the heads are ASCII anyway: the Unicode digit class
+    makes the unanchored search ~3x as costly)."""
+    head = pl.col("head")
+    nohost = head.str.contains(_PREFIX_NOHOST)
+    df = pl.DataFrame({"head": heads}).with_columns(p=head.str.tail(200).str.extract_groups(_PREFIX_TAIL)).unnest("p").select(
+        "host", pid=_uint(pl.col("pid_s"), pl.Int64), tid=_uint(pl.col("tid_s"), pl.Int64), nohost=nohost,
+        cuda_dev=pl.when(nohost).then(head.str.strip_chars_start(" \t").str.slice(1).cast(pl.Int32, strict=False))
+        .otherwise(_int(pl.col("dev_s"))))
+    found = pl.col("host").is_not_null() & pl.col("pid").is_not_null() & pl.col("tid").is_not_null()
+    return df.with_columns(keep=(found | pl.col("nohost")) & pl.col("cuda_dev").is_not_null())
 
 
 def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) -> Block:
@@ -192,10 +188,10 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) ->
     lines = pl.Series("l", arr)
     pos = lines.str.find(_INFO, literal=True)
     ascii_ok = _ascii_lines(arr, offs)
-    if ascii_ok is not None:
-        pos = pos.scatter(np.flatnonzero(~ascii_ok), None)
     # lines with "] NCCL INFO " contain NCCL: the substring search only on the others
     found = pos.is_not_null().to_numpy()
+    if ascii_ok is not None:  # only ASCII lines are cut here (a mask: no nulls scattered into ``pos``)
+        found = found & ascii_ok
     other = np.flatnonzero(~found)
     others = pl.DataFrame({"i": pl.Series(other, dtype=pl.UInt32), "l": lines.gather(other)})
     others = others.filter(pl.col("l").str.contains("NCCL", literal=True))
@@ -207,11 +203,11 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) ->
     if len(at) == 0:
         return Block(nccl, np.empty(0, dtype=np.int64), None, None, warn=warn)
     df = _cut(arr.buffers()[2], offs, at, pos.gather(at).to_numpy())
-    hcode, heads = _distinct(df["head"])
+    hcode, heads = distinct(df["head"])
     pre = _prefixes(heads)
     kept = np.flatnonzero(pre["keep"].to_numpy()[hcode])
     df = df[kept].select("i", "msg").hstack(pre.drop("keep")[hcode[kept]])
-    mcode, msgs = _distinct(df["msg"])
+    mcode, msgs = distinct(df["msg"])
     # the messages of kept lines, classified once each
     msg = pl.col("msg")
     kinds = pl.DataFrame({"msg": msgs}).select(

@@ -27,9 +27,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
-from stallscope.ingest.nccl_state import DEFERRED_FRAMES, RowBuffer
+from stallscope.ingest.nccl_state import DEFERRED_FRAMES, RowBuffer, distinct
 
 if TYPE_CHECKING:  # pragma: no cover
     from stallscope.ingest.nccl_state import LogState
@@ -187,10 +188,11 @@ def split_block(state: LogState, lines: pl.DataFrame, replay_of: Callable[[LogSt
     also needs host, pid and tid (the as-of join that finds the communicator matches no nulls).
     Returns (those lines with a column ``rid``, the replays by ``rid``, the other lines).
     """
+    codes, msgs = distinct(lines["msg"])  # one hash pass: each distinct message looked up once, no join on text
     reps: list[Replay] = []
-    keys: list[str] = []
-    comm: list[int] = []
-    for msg in lines["msg"].unique().to_list():
+    rid_of = np.full(len(msgs), -1, dtype=np.int32)  # distinct message -> its replay's rid
+    comm = np.zeros(len(msgs), dtype=bool)  # ... which holds the thread's communicator
+    for c, msg in enumerate(msgs.to_list()):
         rep = replay_of(state, msg)
         if rep is None or not rep.ok:
             continue
@@ -198,22 +200,19 @@ def split_block(state: LogState, lines: pl.DataFrame, replay_of: Callable[[LogSt
             rep.columnar = _columnar(state, rep)
         if not rep.columnar:
             continue
-        if rep.comm:
-            comm.append(len(reps))
-        keys.append(msg)
+        rid_of[c], comm[c] = len(reps), rep.comm
         reps.append(rep)
     if not reps:
         return lines.clear(), reps, lines
-    ids = pl.DataFrame({"msg": keys, "rid": range(len(keys))}, schema={"msg": pl.String, "rid": pl.Int32})
-    df = lines.join(ids, on="msg", how="left", maintain_order="left")
-    go = pl.col("rid").is_not_null()
-    if comm:
-        no_key = pl.col("host").is_null() | pl.col("pid").is_null() | pl.col("tid").is_null()
-        go = go & ~(pl.col("rid").is_in(comm) & no_key)
-    df = df.with_columns(go=go)
-    if df["go"].sum() < MIN_COLUMN_LINES:
+    rid = rid_of[codes]
+    go = rid >= 0
+    if comm.any():
+        no_key = (lines["host"].is_null() | lines["pid"].is_null() | lines["tid"].is_null()).to_numpy()
+        go &= ~(comm[codes] & no_key)
+    if go.sum() < MIN_COLUMN_LINES:
         return lines.clear(), [], lines
-    return df.filter("go").drop("go"), reps, df.filter(~pl.col("go")).drop("go", "rid")
+    keep = pl.Series(go)
+    return lines.filter(keep).with_columns(rid=pl.Series(rid[go])), reps, lines.filter(~keep)
 
 
 def _columnar(state: LogState, rep: Replay) -> bool:

@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from stallscope.ingest.writer import conform
 from stallscope.store.schema.nccl import NCCL_TABLES
@@ -89,6 +90,17 @@ def _line_key(df: pl.DataFrame) -> np.ndarray:
     if SEQ in df.columns:
         key |= df[SEQ].to_numpy()
     return key
+
+
+def distinct(s: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """(codes, values): ``s == values[codes]``, values in order of first appearance. A big log repeats its
+    prefixes and most of its messages."""
+    enc = pc.dictionary_encode(s.to_arrow(compat_level=pl.CompatLevel.newest()))
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    idx = enc.indices  # int32 without nulls (every kept line has a prefix and a message)
+    codes = np.frombuffer(idx.buffers()[1], dtype=np.int32)[idx.offset: idx.offset + len(idx)]
+    return codes.astype(np.int64), pl.Series(s.name, enc.dictionary)
 
 
 def opt_int(s: str | None) -> int | None:
