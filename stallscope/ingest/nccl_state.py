@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import numpy as np
 import polars as pl
@@ -51,36 +51,40 @@ class TableSink(Protocol):
     def append(self, name: str, data: pa.Table) -> None: ...
 
 
-Rows = TypeVar("Rows", pa.Table, pl.DataFrame)
-
-
-def in_line_order(data: Rows, key: np.ndarray | None = None) -> Rows:
-    """``data``'s rows by ``key`` (default: ``line_no``, rows without one last), stably (the rows of one line keep
-    their order). Arrow tables, or polars frames with their ``key`` (:func:`_line_key`).
+def in_line_order(data: pa.Table, key: np.ndarray | None = None) -> pa.Table:
+    """``data``'s rows by ``key`` (default: ``line_no``, rows without one last), stably (the rows of one line
+    keep their order).
 
     The rows come in runs already in order: a block's bulk rows, its replayed rows (e.g. ~70
     connection rows among 72k bulk ones), its per-line rows; at the end of the file, completed dicts
     and replayed frames. Runs of :data:`MIN_RUN` rows on average are put in order as slices (no
-    copy); shorter ones are gathered (Arrow: strings copied; polars: string views).
+    copy); shorter ones are gathered by ``take`` (a copy).
     """
     if key is None:
-        assert isinstance(data, pa.Table)
         key = data.column("line_no").to_numpy()  # float with NaN where null
         if np.isnan(key).any():
             key = np.where(np.isnan(key), np.inf, key)
-    if len(key) < 2 or bool(np.all(key[1:] >= key[:-1])):
+    plan = _line_order(key)
+    if plan is None:
         return data
-    order = np.argsort(key, kind="stable")
-    cuts: np.ndarray = np.flatnonzero(np.diff(order) != 1) + 1
+    order, cuts = plan
     if len(cuts) * MIN_RUN > len(order):
-        if isinstance(data, pl.DataFrame):
-            return data.rechunk()[order]  # one chunk first: a gather across chunks costs ~4x
         return data.take(order)
-    starts: list[int] = [0, *cuts.tolist()]
-    pieces = [data.slice(int(order[a]), b - a) for a, b in zip(starts, [*starts[1:], len(order)])]
-    if isinstance(data, pl.DataFrame):
-        return pl.concat(pieces, rechunk=False)
-    return pa.concat_tables(pieces)
+    return _in_runs(data, order, cuts)
+
+
+def _line_order(key: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the stable order of ``key``, where it breaks into runs of consecutive rows), or None when in order."""
+    if len(key) < 2 or bool(np.all(key[1:] >= key[:-1])):
+        return None
+    order = np.argsort(key, kind="stable")
+    return order, np.flatnonzero(np.diff(order) != 1) + 1
+
+
+def _in_runs(data: pa.Table, order: np.ndarray, cuts: np.ndarray) -> pa.Table:
+    """``data`` in ``order`` as zero-copy slices, one per run of consecutive rows (cut at ``cuts``)."""
+    starts = [0, *cuts.tolist()]
+    return pa.concat_tables([data.slice(int(order[a]), b - a) for a, b in zip(starts, [*starts[1:], len(order)])])
 
 
 def _line_key(df: pl.DataFrame) -> np.ndarray:
@@ -304,18 +308,26 @@ class LogState:
 
         The rows of one line come from one path (bulk, column replay or per-line handler), each part in
         line order but the replay's, whose rows carry their place in the line (:data:`SEQ`): a stable
-        sort by line and place, done on the polars frames (:func:`in_line_order`: slices, or a gather of
-        string views), so the text is copied once, into Arrow. Rows without a line go last.
+        sort by line and place. Short runs are gathered on the polars frames (string views), so the text
+        is copied once, into Arrow; long runs are sliced. Rows without a line go last.
         """
         parts = self.frames.pop(table)
         buf = self.buffers[table]
         if buf.rows:
             parts.append(buf.to_frame())
             buf.rows.clear()
-        df = pl.concat([p.select(buf.columns) for p in parts], how="vertical_relaxed") if len(parts) > 1 else parts[0]
-        if len(parts) > 1 or SEQ in df.columns:
-            df = in_line_order(df, np.concatenate([_line_key(p) for p in parts]))
-        self.chunks.setdefault(table, []).append(arrow_table(df.select(buf.columns), buf.schema))
+        cols = buf.columns
+        plan = _line_order(np.concatenate([_line_key(p) for p in parts])) if len(parts) > 1 or SEQ in parts[0].columns else None
+        if plan is not None and len(plan[1]) * MIN_RUN <= len(plan[0]):
+            # long runs (a few rows among many bulk ones): slices of the parts made Arrow, as a gather would
+            # copy every row (and a polars frame of many slices costs more to make Arrow than its parts)
+            data = _in_runs(pa.concat_tables([arrow_table(p.select(cols), buf.schema) for p in parts]), *plan)
+        else:
+            df = pl.concat([p.select(cols) for p in parts], how="vertical_relaxed") if len(parts) > 1 else parts[0]
+            if plan is not None:
+                df = df.rechunk()[plan[0]]  # one chunk first: a gather across chunks costs ~4x
+            data = arrow_table(df.select(cols), buf.schema)
+        self.chunks.setdefault(table, []).append(data)
 
     def add(self, table: str, row: tuple[Any, ...]) -> None:
         buf = self.buffers[table]
