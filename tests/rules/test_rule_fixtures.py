@@ -285,6 +285,19 @@ def test_network_bound_with_sizes_above_the_floor(jobs: Any) -> None:
         assert not network_bound(jobs[name].ctx)[0], name
 
 
+def test_network_bound_not_asked_at_the_fastest_fabric(jobs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Transfers at what a 400 Gb/s NIC per GPU carries leave nothing faster to blame: the same
+    job is not network-bound once that ceiling is under its bandwidth."""
+    from stallscope.rules.fabric import _bandwidth
+
+    ctx = jobs["degraded_fast_nologs"].ctx
+    assert _bandwidth.network_bound(ctx)[0]
+    host_bw = _bandwidth.inter_far_below(ctx)[2]
+    gpus = max(ctx.ranks_per_host.values())
+    monkeypatch.setattr(_bandwidth, "MAX_PER_NIC_GBPS", 0.99 * host_bw / (gpus * _bandwidth.NIC_EFFICIENCY))
+    assert not _bandwidth.network_bound(ctx)[0]
+
+
 def test_network_bound_yields_to_a_late_host(jobs: Any) -> None:
     """A host late in every step in a network-bound job (GPUs and NICs across sockets, no logs):
     the measured LOC001 on that host is the answer; the unmeasured network-bound FAB001 fires

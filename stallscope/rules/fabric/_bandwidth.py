@@ -318,7 +318,9 @@ def network_bound(ctx: Context) -> tuple[bool, pl.DataFrame, float, bool]:
     host and a healthy thin fabric then look alike, but either way the job waits on the network
     for most of its time. When NCCL's graph or the port rates say the fabric delivers what it
     should, a network-bound job is a design matter (a model too communication-heavy for its
-    fabric), not a fabric fault, and this test is not asked. Jobs with inter-node point-to-point
+    fabric), not a fabric fault, and this test is not asked; nor when the transfers reach what a
+    400 Gb/s NIC per GPU carries (:data:`MAX_PER_NIC_GBPS` × :data:`NIC_EFFICIENCY` per GPU of the
+    host: no fabric is faster). Jobs with inter-node point-to-point
     transfers are left out: a pipeline's bubbles are spent inside its receives.
     Returns (network-bound, the instances, the median rank's exposed share, sized)."""
     inst = ctx.d.instances
@@ -330,6 +332,10 @@ def network_bound(ctx: Context) -> tuple[bool, pl.DataFrame, float, bool]:
     sized = inter["bytes"].drop_nulls().len() > 0
     if sized:
         if expected_busbw(ctx)[1] not in FLOOR_BASES:
+            return False, inter, 0.0, True
+        # at what a 400 Gb/s NIC per GPU carries, no fabric is faster: the model is the matter
+        gpus = max(ctx.ranks_per_host.values()) if ctx.ranks_per_host else 1
+        if inter_far_below(ctx)[2] >= gpus * MAX_PER_NIC_GBPS * NIC_EFFICIENCY:
             return False, inter, 0.0, True
         bound = inter_transfers(ctx)
     else:

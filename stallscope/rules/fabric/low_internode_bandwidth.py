@@ -32,8 +32,9 @@ class LowInterNodeBandwidth(Rule):
         2.1 without ``record_shapes``: transfers ≥ 0.5 ms count as bandwidth-bound), and traces
         whose bandwidth is above the no-log floor while nothing says what the NICs carry (a link
         of a 400 Gb/s host degraded to 20 GB/s looks like a healthy 200 Gb/s one). Not when NCCL's
-        graph or the port rates show the fabric delivers what it should (then the model is too
-        communication-heavy for its fabric, a design matter), nor for pipelines (their bubbles
+        graph or the port rates show the fabric delivers what it should, or the transfers reach
+        what a 400 Gb/s NIC per GPU carries (then the model is too communication-heavy for its
+        fabric, a design matter), nor for pipelines (their bubbles
         are spent inside receives). The cost cannot be measured (no reference speed): the
         finding is medium, with what a fabric twice as fast would save in its details.
 
