@@ -346,6 +346,17 @@ def network_bound(ctx: Context) -> tuple[bool, pl.DataFrame, float, bool]:
     return ok, bound, exposed, sized
 
 
+#: where the cost is not measured (no message sizes, no reference speed), the replay with inter-node
+#: transfers this many times as fast is reported, and orders the finding among measured ones of its severity
+UNMEASURED_SPEEDUP = 2.0
+
+
+def lost_if_faster(ctx: Context) -> float | None:
+    """What-if: inter-node transfers :data:`UNMEASURED_SPEEDUP` times as fast (None when none can be scaled)."""
+    t = transfers_scaled(ctx, UNMEASURED_SPEEDUP)
+    return ctx.lost_if_transfers("fab:transfers-faster", t) if t else None
+
+
 def transfers_scaled(ctx: Context, factor: float) -> dict[int, float]:
     """Replay positions of inter-node instances -> their transfer time divided by ``factor``."""
     tl = ctx.timeline

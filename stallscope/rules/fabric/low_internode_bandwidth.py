@@ -5,7 +5,7 @@ from __future__ import annotations
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.fabric._bandwidth import (COLLAPSE_GBPS, NETWORK_BOUND_SHARE, P2P_OPS, collective_skew, inter_far_below,
-                                                network_bound, socket_facts, transfers_at_bandwidth, transfers_scaled)
+                                                lost_if_faster, network_bound, socket_facts, transfers_at_bandwidth)
 
 
 class LowInterNodeBandwidth(Rule):
@@ -109,7 +109,7 @@ class LowInterNodeBandwidth(Rule):
         if not bound or facts.get("socket_hosts"):
             return []
         skew = collective_skew(inst)
-        twice = ctx.lost_if_transfers("fab:transfers-2x", transfers_scaled(ctx, 2.0))
+        twice = lost_if_faster(ctx)
         if sized:
             bw = float(inst["busbw_gbps"].median())
             why = (f"They reach a median bus bandwidth of {bw:.2f} GB/s, above what the slowest RDMA NIC gives, and "

@@ -6,12 +6,8 @@ import polars as pl
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.fabric._bandwidth import (REF_RDMA_GBPS, inter_transfers, nic_floor_factor, socket_facts,
-                                                transfers_at_bandwidth, transfers_scaled)
-
-#: without message sizes the cost is not measured; the replay with inter-node transfers this many
-#: times as fast is reported, and orders the finding among measured ones of its severity
-UNSIZED_SPEEDUP = 2.0
+from stallscope.rules.fabric._bandwidth import (REF_RDMA_GBPS, inter_transfers, lost_if_faster, nic_floor_factor,
+                                                socket_facts, transfers_at_bandwidth)
 
 
 class SocketFallback(Rule):
@@ -52,7 +48,7 @@ class SocketFallback(Rule):
         collective metadata) and logs-only bundles are reported as medium with no measured time:
         how much faster RDMA would be than these sockets depends on NICs nobody measured. The
         traces still time each inter-node transfer once its members arrived; the replay with those
-        transfers ``UNSIZED_SPEEDUP`` (2) times as fast is given, and orders the finding among
+        transfers ``UNMEASURED_SPEEDUP`` (2) times as fast is given, and orders the finding among
         measured ones of the same severity (a proven cause whose plausible cost exceeds a measured
         3 % straggler's comes first).
     """
@@ -79,9 +75,9 @@ class SocketFallback(Rule):
             lost_low = ctx.lost_if_transfers("fab:rdma", transfers_at_bandwidth(ctx, low))
             lost_rail = ctx.lost_if_transfers("fab:rdma-rail", transfers_at_bandwidth(ctx, low * gpus))
             lost = ctx.lost_if_transfers("fab:rdma-mid", transfers_at_bandwidth(ctx, low * gpus ** 0.5)) if gpus > 1 else lost_low
-        elif transfers := transfers_scaled(ctx, UNSIZED_SPEEDUP):
+        else:
             # no message sizes: the transfers' durations are still measured
-            twice = ctx.lost_if_transfers("fab:transfers-2x", transfers)
+            twice = lost_if_faster(ctx)
         low_nic = f"{100 * floor:.0f} Gb/s"
         all_hosts = len(hosts) >= len(ctx.d.hosts) or len(hosts) == len(facts.get("hosts", []))  # type: ignore[arg-type]
         ranks = ctx.d.ranks["rank"].to_list() if all_hosts else [r for h in hosts for r in ctx.d.ranks_of(h)]
