@@ -102,6 +102,42 @@ def variation_sources(b: pl.DataFrame) -> tuple[float, float]:
     return float(g["c"].median()), float(g["h"].median())
 
 
+#: jitter needs the typical rank to vary: its host-side time (the GPU idle, waiting on its CPU)
+#: changing from step to step by at least this share of a step (robust spread across ranks, see
+#: :func:`typical_spread`), or its compute time by ``TYPICAL_COMPUTE_JITTER``. A well-fed GPU's
+#: host-side time barely moves in a healthy job (our generator's healthy jobs: at most 0.25 %,
+#: an independent simulator's with garbage-collection pauses, DataLoader hiccups and 35
+#: collectives per step: at most 0.24 %); jitter faults of every simulator move it by 0.46-9 %.
+TYPICAL_HOST_JITTER = NOISE_SIGMA / 4
+#: ... or the compute time by this much (kernel-time noise of healthy jobs: at most 1.7 %)
+TYPICAL_COMPUTE_JITTER = 1.5 * NOISE_SIGMA
+
+
+def typical_spread(b: pl.DataFrame, col: str) -> float:
+    """How much the *typical* rank's ``col`` (compute_ns or host_stall_ns) changes from step to
+    step: each rank's deviation from its own median over the steps, spread across the ranks of a
+    step as 1.4826 x the median absolute deviation (a robust standard deviation), as a share of
+    the step's median length; median over steps. A rank's steady level (imbalance, a straggler)
+    does not count, nor do rare pauses that hit a few ranks in some steps (a garbage collection
+    here, a slow batch there): the median absolute deviation ignores them. Jitter that every
+    rank pays at random, every step, moves it.
+
+    >>> pause = pl.DataFrame({"rank": [0, 1, 2, 3] * 3, "step": [1] * 4 + [2] * 4 + [3] * 4, "step_ns": [100] * 12,
+    ...                       "host_stall_ns": [0, 20, 0, 0,  0, 0, 0, 0,  30, 0, 0, 0]})
+    >>> typical_spread(pause, "host_stall_ns")
+    0.0
+    >>> jitter = pause.with_columns(pl.Series("host_stall_ns", [2, 5, 1, 4,  6, 1, 3, 2,  1, 4, 6, 3]))
+    >>> round(typical_spread(jitter, "host_stall_ns"), 3)
+    0.007
+    """
+    if b.height == 0 or b["step"].n_unique() < 2:
+        return 0.0
+    d = b.with_columns((pl.col(col) - pl.col(col).median().over("rank")).alias("d"))
+    g = d.group_by("step").agg(((pl.col("d") - pl.col("d").median()).abs().median() * 1.4826
+                                / pl.col("step_ns").median()).alias("s")).drop_nulls()
+    return float(g["s"].median()) if g.height else 0.0
+
+
 @dataclass
 class LateSets:
     persistent: list[int]

@@ -37,6 +37,10 @@ CASES = {
              "all-gather prefetch queued between reduce-scatters)",
     "n5_h4": "healthy DDP job whose random GC pauses landed twice on one rank and once on two others, all of it "
              "under the noise floor: named the three as stragglers (medium)",
+    "n5_h6": "healthy DDP job with 4 % GC pauses and 8 % kernel-time noise: its replay recovers 8.8 %, read as "
+             "jitter (medium) though the typical rank's host-side time does not move from step to step",
+    "n5_j1": "job-wide CPU jitter of 4 ms (exponential) on every rank: the jitter that moves the typical rank, "
+             "reported (guards the typical-spread gate from the other side)",
 }
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import polars as pl
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
-from stallscope.rules.context import Context, noise_floor, variation_sources  # noqa: F401 - noise_floor: re-exported
+from stallscope.rules.context import (TYPICAL_COMPUTE_JITTER, TYPICAL_HOST_JITTER, Context, noise_floor,  # noqa: F401 - noise_floor: re-exported
+                                      typical_spread, variation_sources)
 from stallscope.rules.synchronization._shared import MIN_LOST
 
 
@@ -42,6 +43,15 @@ class JitterAmplification(Rule):
         compute spread), the waiting is the GPUs' own kernel-time noise, which synchronous
         training always pays at every synchronization: then the gain must exceed three times the
         floor (a healthy 16-rank DDP job with 5 % kernel-time noise loses 6-8 %).
+
+        And the typical rank must vary from step to step (``TYPICAL_HOST_JITTER``: its host-side
+        time by 0.4 % of a step, robust spread across ranks of each rank's deviation from its own
+        median; or its compute time by 2.4 %). The what-if gain alone does not say it: a healthy
+        job that synchronizes 35 times a step pays its kernel-time noise at each, and rare pauses
+        (a garbage collection on some rank in some steps) cost it a few percent more, so the
+        replay recovers 9-25 % from a job nothing is wrong with. Jitter that amplifies is paid by
+        every rank, every step: it moves the typical rank, which pauses on a few and per-collective
+        noise do not.
     """
 
     code = "SYN003"
@@ -56,6 +66,10 @@ class JitterAmplification(Rule):
             return []
         lost = v.lost
         if lost < max(MIN_LOST, ctx.jitter_floor):
+            return []
+        typ_h = typical_spread(ctx.d.breakdown, "host_stall_ns")
+        typ_c = typical_spread(ctx.d.breakdown, "compute_ns")
+        if typ_h < TYPICAL_HOST_JITTER and typ_c < TYPICAL_COMPUTE_JITTER:
             return []
         c_var, h_var = variation_sources(ctx.d.breakdown)
         f = ctx.features
@@ -81,4 +95,5 @@ class JitterAmplification(Rule):
                                        "background daemons, static shapes) or synchronize less often (accumulation, larger buckets).",
                         details={"distinct_late_ranks": ls.distinct, "max_last_share": round(last_top, 3),
                                  "median_sync_wait_frac": round(wait_med, 4), "compute_spread": round(c_var, 4),
-                                 "host_stall_spread": round(h_var, 4)})]
+                                 "host_stall_spread": round(h_var, 4), "typical_host_stall_spread": round(typ_h, 4),
+                                 "typical_compute_spread": round(typ_c, 4)})]
