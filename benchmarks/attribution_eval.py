@@ -100,13 +100,13 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--without-logs", action="store_true")
-    ap.add_argument("--only", help="comma-separated scenarios")
+    ap.add_argument("--only", help="comma-separated scenarios or bundle names")
     a = ap.parse_args()
     index = json.loads((a.suite / "suite.json").read_text())
     entries = index["bundles"]
     if a.only:
         keep = set(a.only.split(","))
-        entries = [e for e in entries if e["scenario"] in keep]
+        entries = [e for e in entries if e["scenario"] in keep or e["name"] in keep]
     jobs = [(str(a.suite), e, a.without_logs) for e in entries]
     t0 = time.perf_counter()
     if a.workers > 1:
