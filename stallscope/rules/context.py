@@ -40,6 +40,9 @@ HOST_SHARE = 0.75
 #: a rank's own work (compute, host stall, other idle: everything but waiting and communicating)
 #: grown by at least this share of the median step in a step is an origin of lateness there
 OWN_EXCESS_SHARE = 0.02
+#: a rank's own work in a step (breakdown columns): everything but waiting and communicating
+OWN_WORK = pl.sum_horizontal(pl.col("compute_ns").fill_null(0), pl.col("host_stall_ns").fill_null(0),
+                             pl.col("other_idle_ns").fill_null(0))
 #: the origins of lateness are the culprits, not jitter, when they recover this share of the jitter what-if
 ORIGINS_EXPLAIN = 0.8
 #: this many origins of lateness besides the chosen stragglers make the lateness spread (jitter),
@@ -445,6 +448,18 @@ class Context:
                                            len(o_steps) >= PERSISTENT_SHARE * self.n_steps, alt)
                     return SyncVerdict("straggler", o, None, self._bounded(o, o_lost), jit, o_steps,
                                        len(o_steps) >= max(2, PERSISTENT_SHARE * self.n_steps), alt)
+            # the typical rank does not vary (no jitter finding): the few ranks whose own work
+            # exceeds their peers' in most steps are the stragglers
+            steady = self.steady_excess
+            if not self.typical_varies and steady and len(steady) <= limit and not self.timeline.pipelined:
+                s_lost = self.lost_if_like_peers(steady) or 0.0
+                alt.update(steady=steady, steady_lost=s_lost)
+                if s_lost >= 0.01:
+                    s_steps = sorted(st for st, rs in ls.per_step.items() if set(rs) & set(steady))
+                    host = self.whole_host_of(steady)
+                    if host is not None:
+                        return SyncVerdict("host", self.d.ranks_of(host), host, s_lost, jit, s_steps, True, alt)
+                    return SyncVerdict("straggler", steady, None, self._bounded(steady, s_lost), jit, s_steps, True, alt)
             return SyncVerdict("jitter", self.d.ranks["rank"].to_list(), None, full, jit, sorted(ls.per_step), True, alt)
         return none
 
@@ -530,6 +545,35 @@ class Context:
         return chosen, set_lost
 
     @cached_property
+    def typical_varies(self) -> bool:
+        """Whether the typical rank varies from step to step enough for jitter: its host-side time
+        by ``TYPICAL_HOST_JITTER`` or its compute by ``TYPICAL_COMPUTE_JITTER`` (:func:`typical_spread`).
+        When it does not, what the jitter what-if recovers is the noise every synchronization of
+        this job pays (kernel-time noise at dozens of collectives a step, rare pauses), not jitter."""
+        b = self.d.breakdown
+        return (typical_spread(b, "host_stall_ns") >= TYPICAL_HOST_JITTER
+                or typical_spread(b, "compute_ns") >= TYPICAL_COMPUTE_JITTER)
+
+    @cached_property
+    def steady_excess(self) -> list[int]:
+        """Ranks whose own work (compute, host stall, other idle) exceeds their role peers' median
+        in at least ``PERSISTENT_SHARE`` of the steps (three or more) by more than three robust
+        standard deviations of the peers (1.4826 x MAD) and ``OWN_EXCESS_SHARE`` of the step: the
+        persistent stragglers, found from their own work, not from who arrived last (in a job that
+        synchronizes dozens of times a step, noise makes everybody late somewhere)."""
+        b = self.d.breakdown
+        tl = self.timeline
+        if b.height == 0 or tl is None or self.n_steps < 3 or self.step_ms <= 0:
+            return []
+        o = self._own_work_by_role().with_columns(pl.col("own").median().over("role", "step").alias("peer"))
+        o = o.with_columns(((pl.col("own") - pl.col("peer")).abs().median().over("role", "step") * 1.4826).alias("sigma"))
+        thr = pl.max_horizontal(3.0 * pl.col("sigma"), pl.lit(OWN_EXCESS_SHARE * self.step_ms * 1e6))
+        per = (o.with_columns((pl.col("own") - pl.col("peer") > thr).alias("above"))
+               .group_by("rank").agg(pl.col("above").sum().alias("n"), pl.len().alias("steps")))
+        need = max(3, math.ceil(PERSISTENT_SHARE * self.n_steps))
+        return sorted(int(r) for r in per.filter(pl.col("n") >= need)["rank"].to_list())
+
+    @cached_property
     def origins(self) -> set[int]:
         """Ranks whose own work grew in a step where they were late: the origins of lateness.
 
@@ -545,9 +589,7 @@ class Context:
         ls = self.late_sets
         if b.height == 0 or not ls.per_step or self.step_ms <= 0:
             return set()
-        own = pl.sum_horizontal(pl.col("compute_ns").fill_null(0), pl.col("host_stall_ns").fill_null(0),
-                                pl.col("other_idle_ns").fill_null(0))
-        o = b.select("rank", "step", own.alias("own")).with_columns(
+        o = b.select("rank", "step", OWN_WORK.alias("own")).with_columns(
             pl.col("own").median().over("rank").alias("rank_med"), pl.col("own").median().over("step").alias("step_med"))
         thr = OWN_EXCESS_SHARE * self.step_ms * 1e6
         late = pl.DataFrame([(int(st), int(r)) for st, rs in ls.per_step.items() for r in rs], orient="row",
@@ -706,6 +748,14 @@ class Context:
         bound = self.own_excess_share(ranks)
         return lost if bound is None else min(lost, bound)
 
+    def _own_work_by_role(self) -> pl.DataFrame:
+        """rank, step, own (:data:`OWN_WORK`), role (the rank's most frequent synchronous group)."""
+        b = self.d.breakdown
+        tl = self.timeline
+        assert tl is not None
+        role = pl.DataFrame({"rank": tl.ranks.astype(np.int64), "role": tl.tail_role}).with_columns(pl.col("rank").cast(b.schema["rank"]))
+        return b.select("rank", "step", OWN_WORK.alias("own")).join(role, on="rank", how="left")
+
     def own_excess_share(self, ranks: list[int]) -> float | None:
         """Upper bound on what ``ranks`` behaving like their peers can save, as a share of the
         profiled time: the work they did beyond their peers' (compute, host stalls, idle with work
@@ -719,10 +769,7 @@ class Context:
         tl = self.timeline
         if b.height == 0 or tl is None or tl.makespan <= 0:
             return None
-        own = pl.sum_horizontal(pl.col("compute_ns").fill_null(0), pl.col("host_stall_ns").fill_null(0),
-                                pl.col("other_idle_ns").fill_null(0))
-        role = pl.DataFrame({"rank": tl.ranks.astype(np.int64), "role": tl.tail_role}).with_columns(pl.col("rank").cast(b.schema["rank"]))
-        o = b.select("rank", "step", own.alias("own")).join(role, on="rank", how="left")
+        o = self._own_work_by_role()
         cul = o.filter(pl.col("rank").is_in(ranks))
         rest = o.filter(~pl.col("rank").is_in(ranks))
         if cul.height == 0 or rest.height == 0:

@@ -39,6 +39,10 @@ CASES = {
              "under the noise floor: named the three as stragglers (medium)",
     "n5_h6": "healthy DDP job with 4 % GC pauses and 8 % kernel-time noise: its replay recovers 8.8 %, read as "
              "jitter (medium) though the typical rank's host-side time does not move from step to step",
+    "n5_t2": "rank 3 stalls 10 ms every step in a 32-rank FSDP job (35 collectives a step): hidden as jitter by "
+             "the noise every collective pays, then, with the jitter gate, answered none",
+    "n5_s3": "rank 42 computes 1.2x slower in TP8 x DP8: its whole tensor-parallel group late at every layer, "
+             "read as job-wide jitter",
     "n5_j1": "job-wide CPU jitter of 4 ms (exponential) on every rank: the jitter that moves the typical rank, "
              "reported (guards the typical-spread gate from the other side)",
 }

@@ -5,8 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
-from stallscope.rules.context import (TYPICAL_COMPUTE_JITTER, TYPICAL_HOST_JITTER, Context, noise_floor,  # noqa: F401 - noise_floor: re-exported
-                                      typical_spread, variation_sources)
+from stallscope.rules.context import Context, noise_floor, typical_spread, variation_sources  # noqa: F401 - noise_floor: re-exported
 from stallscope.rules.synchronization._shared import MIN_LOST
 
 
@@ -67,10 +66,10 @@ class JitterAmplification(Rule):
         lost = v.lost
         if lost < max(MIN_LOST, ctx.jitter_floor):
             return []
+        if not ctx.typical_varies:
+            return []
         typ_h = typical_spread(ctx.d.breakdown, "host_stall_ns")
         typ_c = typical_spread(ctx.d.breakdown, "compute_ns")
-        if typ_h < TYPICAL_HOST_JITTER and typ_c < TYPICAL_COMPUTE_JITTER:
-            return []
         c_var, h_var = variation_sources(ctx.d.breakdown)
         f = ctx.features
         last_top = float(f["last_share"].max() or 0.0)
