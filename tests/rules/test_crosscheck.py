@@ -55,3 +55,16 @@ def test_independent_bundle(name: str, tmp_path: Path) -> None:
     doc = postmortem(tmp_path / name, store=tmp_path / "store", workers=1)
     got: dict[str, Any] = score(spec, doc)
     assert got["ok"] and not got["fp"] and got["culprit_ok"] is not False, (CASES[name], got["findings"])
+
+
+def test_one_off_hiccup_is_no_straggler(tmp_path: Path) -> None:
+    """``n5_z2``: one 93 ms DataLoader hiccup on rank 14 in one of 8 steps was joined with rank 4
+    (late in most steps by 1-2 ms) into a persistent straggler pair (SYN001 medium, 7.1 %; truth
+    none). Its flapping NIC (port-error WARNs) may still be reported, at low severity: hidden under
+    backward, it can cost at most the 2.3 % of exposed inter-node time."""
+    spec = next(s for s in SPECS if s.name == "n5_z2")
+    spec.write(tmp_path / "n5_z2")
+    doc = postmortem(tmp_path / "n5_z2", store=tmp_path / "store", workers=1)
+    got: dict[str, Any] = score(spec, doc)
+    assert not got["fp"], got["findings"]
+    assert not [f for f in doc["findings"] if f["cause"] == "synchronization"], got["findings"]
