@@ -567,14 +567,19 @@ class Context:
         return chosen, set_lost
 
     @cached_property
+    def typical_spreads(self) -> tuple[float, float]:
+        """(host stall, compute): :func:`typical_spread` of each over this job's steps."""
+        b = self.d.breakdown
+        return typical_spread(b, "host_stall_ns"), typical_spread(b, "compute_ns")
+
+    @cached_property
     def typical_varies(self) -> bool:
         """Whether the typical rank varies from step to step enough for jitter: its host-side time
         by ``TYPICAL_HOST_JITTER`` or its compute by ``TYPICAL_COMPUTE_JITTER`` (:func:`typical_spread`).
         When it does not, what the jitter what-if recovers is the noise every synchronization of
         this job pays (kernel-time noise at dozens of collectives a step, rare pauses), not jitter."""
-        b = self.d.breakdown
-        return (typical_spread(b, "host_stall_ns") >= TYPICAL_HOST_JITTER
-                or typical_spread(b, "compute_ns") >= TYPICAL_COMPUTE_JITTER)
+        host, compute = self.typical_spreads
+        return host >= TYPICAL_HOST_JITTER or compute >= TYPICAL_COMPUTE_JITTER
 
     @cached_property
     def steady_excess(self) -> list[int]:

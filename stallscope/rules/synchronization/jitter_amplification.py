@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
-from stallscope.rules.context import Context, noise_floor, typical_spread, variation_sources  # noqa: F401 - noise_floor: re-exported
+from stallscope.rules.context import Context, noise_floor, variation_sources  # noqa: F401 - noise_floor: re-exported
 from stallscope.rules.synchronization._shared import MIN_LOST
 
 
@@ -68,8 +68,7 @@ class JitterAmplification(Rule):
             return []
         if not ctx.typical_varies:
             return []
-        typ_h = typical_spread(ctx.d.breakdown, "host_stall_ns")
-        typ_c = typical_spread(ctx.d.breakdown, "compute_ns")
+        typ_h, typ_c = ctx.typical_spreads
         c_var, h_var = variation_sources(ctx.d.breakdown)
         f = ctx.features
         last_top = float(f["last_share"].max() or 0.0)
