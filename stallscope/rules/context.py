@@ -217,6 +217,11 @@ class Context:
         g = self.d.ranks.group_by("host").agg(pl.len())
         return dict(zip(g["host"].to_list(), g["len"].to_list()))
 
+    @property
+    def gpus_per_host(self) -> int:
+        """Ranks of the fullest host (1 when hosts are unknown): the GPUs that share a host's NICs."""
+        return max(self.ranks_per_host.values()) if self.ranks_per_host else 1
+
     @cached_property
     def received(self) -> pl.DataFrame:
         """Per rank and step: elements received by all-to-alls with recorded sizes. In a MoE job

@@ -254,7 +254,7 @@ def expected_busbw(ctx: Context, *, without: str | None = None) -> tuple[float, 
     """
     f = fabric_facts(ctx)
     nics = {h: v for h, v in f["nics"].items() if h != without}
-    gpus = max(ctx.ranks_per_host.values()) if ctx.ranks_per_host else 1
+    gpus = ctx.gpus_per_host
     gb = {h: v for h, v in f["graph_bw"].items() if h != without}
     if len(f["graph_bw"]) >= 2 and gb:
         cap = min(gb.values()) * GRAPH_EFFICIENCY
@@ -334,7 +334,7 @@ def network_bound(ctx: Context) -> tuple[bool, pl.DataFrame, float, bool]:
         if expected_busbw(ctx)[1] not in FLOOR_BASES:
             return False, inter, 0.0, True
         # at what a 400 Gb/s NIC per GPU carries, no fabric is faster: the model is the matter
-        gpus = max(ctx.ranks_per_host.values()) if ctx.ranks_per_host else 1
+        gpus = ctx.gpus_per_host
         if inter_far_below(ctx)[2] >= gpus * MAX_PER_NIC_GBPS * NIC_EFFICIENCY:
             return False, inter, 0.0, True
         bound = inter_transfers(ctx)

@@ -70,7 +70,7 @@ class SocketFallback(Rule):
             bw = float(inter["busbw_gbps"].median())
             # what RDMA would give: at least one NIC per host, up to one NIC per GPU on
             # rail-optimized nodes; the estimate is the log-scale middle of the two
-            gpus = max(ctx.ranks_per_host.values()) if ctx.ranks_per_host else 1
+            gpus = ctx.gpus_per_host
             low = REF_RDMA_GBPS * floor
             lost_low = ctx.lost_if_transfers("fab:rdma", transfers_at_bandwidth(ctx, low))
             lost_rail = ctx.lost_if_transfers("fab:rdma-rail", transfers_at_bandwidth(ctx, low * gpus))
