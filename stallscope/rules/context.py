@@ -377,6 +377,13 @@ class Context:
         # straggler inside a host-synchronized group holds the others up: it alone explains most)
         minority = bool(chosen) and host_best is not None and len(chosen) <= 0.5 * len(self.d.ranks_of(host_best))
         inside = self._straggler_inside(host_best) if host_best is not None else []
+        # ... unless most of the host's ranks are origins of lateness (their own work grew): then
+        # every rank of the host is slow (a placement fault) and that rank is only the last of a
+        # slow group (seed 20000 #0134: all four ranks of a cross-socket host stall on the CPU)
+        host_ranks = set(self.d.ranks_of(host_best)) if host_best is not None else set()
+        if inside and len(origins & host_ranks) > 0.5 * len(host_ranks):
+            alt["inside_rejected"] = inside
+            inside = []
         if inside and not (set(inside) <= set(chosen)):
             inside_lost = self.lost_if_like_peers(inside) or 0.0
             if inside_lost >= 0.01:
@@ -390,7 +397,6 @@ class Context:
         # removes every rank's variation, also removes that host's systematic delay, so it is not
         # the yardstick for the host (jitter is lateness spread over many ranks, no culprit)
         persist = set(ls.persistent)
-        host_ranks = set(self.d.ranks_of(host_best)) if host_best is not None else set()
         host_persistent = bool(persist) and persist <= host_ranks and len(persist) >= HOST_SHARE * len(host_ranks)
         # ... but when the host's ranks are the ones late in most steps and no minority of them is
         # where the lateness starts (a straggler's own work grows; its held-up peers' does not),

@@ -86,6 +86,11 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # and the job is network-bound (inter-node collectives exposed > half the time)
     "xsock_bound": ("cross_socket_nic_one_host", 83, dict(logs="none", gpu="H100", severity="moderate", nodes=3,
                                                           parallelism="fsdp")),
+    # TP+DP, noisy, 3 steps: every rank of the cross-socket host stalls on its CPU; one of them is
+    # the last at the host's tensor-parallel collectives, but the others' own work grew too, so
+    # it is the last of a slow host, not a straggler inside it (seed 20000 #0134)
+    "xsock_tp_inside": ("cross_socket_nic_one_host", 86, dict(logs="none", severity="severe", nodes=4, gpus=4, steps=3,
+                                                              parallelism="tp_dp", noise="high")),
     # pipeline stages on different hosts: the inter-node traffic is send/recv pairs, not collectives
     "socket_pipeline": ("socket_fallback", 61, dict(logs="none", parallelism="pipeline", severity="severe")),
     "healthy_pipeline": ("healthy", 62, dict(logs="none", parallelism="pipeline")),

@@ -52,6 +52,8 @@ EXPECTED: dict[str, set[str]] = {
     "xsock_subtle": {"LOC001"},
     # half the host's ranks explain over half of its lateness, yet none of them is an origin apart
     "xsock_minority": {"LOC001"},
+    # one rank last inside the host's TP group, but every rank of the host is an origin: the host
+    "xsock_tp_inside": {"LOC001"},
     # late host in a network-bound job: the placement finding absorbs the unmeasured FAB001
     "xsock_bound": {"LOC001"},
     "p2p_nologs": {"LOC002"},
