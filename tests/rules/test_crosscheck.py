@@ -43,6 +43,8 @@ CASES = {
              "the noise every collective pays, then, with the jitter gate, answered none",
     "n5_s3": "rank 42 computes 1.2x slower in TP8 x DP8: its whole tensor-parallel group late at every layer, "
              "read as job-wide jitter",
+    "mo_i3": "MoE hot expert that moves every step and layer (1.6x, 24 ranks): 8.7 % lost to waiting with no "
+             "culprit, under the three noise floors asked of compute-driven jitter before the typical-rank gate",
     "n5_j1": "job-wide CPU jitter of 4 ms (exponential) on every rank: the jitter that moves the typical rank, "
              "reported (guards the typical-spread gate from the other side)",
 }
