@@ -380,12 +380,12 @@ class Context:
         persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps) if chosen else False
         # a host-level fault slows its ranks alike: no minority of them explains half of it (a
         # straggler inside a host-synchronized group holds the others up: it alone explains most)
-        minority = bool(chosen) and host_best is not None and len(chosen) <= 0.5 * len(self.d.ranks_of(host_best))
+        host_ranks = set(self.d.ranks_of(host_best)) if host_best is not None else set()
+        minority = bool(chosen) and host_best is not None and len(chosen) <= 0.5 * len(host_ranks)
         inside = self._straggler_inside(host_best) if host_best is not None else []
         # ... unless most of the host's ranks are origins of lateness (their own work grew): then
         # every rank of the host is slow (a placement fault) and that rank is only the last of a
         # slow group (seed 20000 #0134: all four ranks of a cross-socket host stall on the CPU)
-        host_ranks = set(self.d.ranks_of(host_best)) if host_best is not None else set()
         if inside and len(origins & host_ranks) > 0.5 * len(host_ranks):
             alt["inside_rejected"] = inside
             inside = []
