@@ -63,6 +63,9 @@ DOMINANT_SINGLE = 4.0
 #: ranks that receive at least this many times their peers' all-to-all elements (median over
 #: steps) have more work: in a MoE job the router sends them more tokens (hot experts)
 MORE_WORK = 1.25
+#: a rank that is not an origin of lateness goes before one that is only when its what-if recovers
+#: more than 1/0.9 of the origin's (see :attr:`Context.sync_verdict`)
+ORIGIN_NEAR = 0.9
 
 
 #: per-rank step-time noise every healthy cluster has (kernel-time variation, clocks, OS):
@@ -176,6 +179,20 @@ class SyncVerdict:
     persistent: bool
     #: the competing explanations' what-if gains: chosen ranks, their gain, best host, its gain
     alternatives: dict[str, Any] = field(default_factory=dict)
+
+
+def origin_first(ranked: list[int], single: dict[int, float], origins: set[int], limit: int) -> list[int]:
+    """``ranked`` (by their own what-ifs, best first) with an origin of lateness moved to the front
+    when the first rank is not one and the origin's what-if is within :data:`ORIGIN_NEAR` of it.
+
+    A rank held up by an origin replays about as well as the origin itself: its gaps hold the
+    wait for it, and the replay gives it its peers' (a pipeline stage's replica behind its slow
+    upstream partner, seed 22000 #0086: 12.8 % against the slow rank's own 12.6 %). Of two
+    what-ifs this close, the one whose own work grew is the cause."""
+    if not origins or not ranked or ranked[0] in origins:
+        return ranked
+    first = next((r for r in ranked[1:limit] if r in origins and single[r] >= ORIGIN_NEAR * single[ranked[0]]), None)
+    return ranked if first is None else [first] + [r for r in ranked if r != first]
 
 
 def _dominates(chosen: list[int], single: dict[int, float]) -> bool:
@@ -360,6 +377,7 @@ class Context:
         ranked = sorted(single, key=lambda r: -single[r])
         limit = max(2, int(0.1 * n))
         origins = self.origins
+        ranked = origin_first(ranked, single, origins, limit)
         chosen, set_lost = self._rank_set(ranked, single, top_blame, jit, limit, origins)
         # how well ranks (origins or not) explain the waiting: the yardstick a host must beat
         rank_lost = max(set_lost, self._rank_set(ranked, single, top_blame, jit, limit, set())[1]) if origins else set_lost
@@ -376,8 +394,7 @@ class Context:
                     host_best, host_lost = h, lh
         alt = {"chosen": sorted(chosen), "chosen_lost": set_lost, "host": host_best, "host_lost": host_lost}
         none.alternatives = alt
-        late_steps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(chosen)) if chosen else []
-        persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps) if chosen else False
+        late_steps, persistent = self._late_steps(chosen)
         # a host-level fault slows its ranks alike: no minority of them explains half of it (a
         # straggler inside a host-synchronized group holds the others up: it alone explains most)
         host_ranks = set(self.d.ranks_of(host_best)) if host_best is not None else set()
@@ -395,8 +412,7 @@ class Context:
                 chosen, set_lost = inside, inside_lost
                 rank_lost = set_lost
                 alt.update(chosen=sorted(chosen), chosen_lost=set_lost)
-                late_steps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(chosen))
-                persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
+                late_steps, persistent = self._late_steps(chosen)
         alt["inside"] = inside
         # the ranks late in most steps are (nearly) exactly one host's: the jitter what-if, which
         # removes every rank's variation, also removes that host's systematic delay, so it is not
@@ -417,7 +433,7 @@ class Context:
         if (host_best is not None and host_lost >= 1.25 * rank_lost and host_lost >= 0.01 and host_lost >= jit_bar and leads
                 and not (minority and rank_lost >= 0.5 * host_lost) and not (inside and set(inside) <= set(chosen))):
             hranks = self.d.ranks_of(host_best)
-            hsteps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(hranks))
+            hsteps = self._late_steps(hranks)[0]
             # a host whose ranks are given more work (the router's hot experts) is late for that,
             # not for where it sits: its ranks are stragglers
             work = self.work_ratio(hranks)
@@ -434,8 +450,7 @@ class Context:
                 if both_lost >= set_lost and not self._takes_turns(both):
                     chosen, set_lost = both, both_lost
                     alt.update(chosen=chosen, chosen_lost=set_lost)
-                    late_steps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(chosen))
-                    persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
+                    late_steps, persistent = self._late_steps(chosen)
         # a rank late in one step of a long profile is a one-off (a DataLoader hiccup the job
         # pays now and then), not a straggler: it does not join one
         one_off = [r for r in chosen if self._one_off(r)]
@@ -443,8 +458,7 @@ class Context:
             chosen = [r for r in chosen if r not in one_off]
             set_lost = (self.lost_if_like_peers(chosen) or 0.0) if chosen else 0.0
             alt.update(chosen=sorted(chosen), chosen_lost=set_lost, one_off=one_off)
-            late_steps = sorted(s for s, rs in ls.per_step.items() if set(rs) & set(chosen))
-            persistent = len(late_steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
+            late_steps, persistent = self._late_steps(chosen)
         if (chosen and set_lost >= 0.01 and set_lost >= 0.5 * jit
                 and (not self._takes_turns(chosen) or _dominates(chosen, single))
                 and not self._chance_repeats(chosen, single, jit)
@@ -482,13 +496,20 @@ class Context:
                 s_lost = self.lost_if_like_peers(steady) or 0.0
                 alt.update(steady=steady, steady_lost=s_lost)
                 if s_lost >= 0.01:
-                    s_steps = sorted(st for st, rs in ls.per_step.items() if set(rs) & set(steady))
+                    s_steps = self._late_steps(steady)[0]
                     host = self.whole_host_of(steady)
                     if host is not None:
                         return SyncVerdict("host", self.d.ranks_of(host), host, s_lost, jit, s_steps, True, alt)
                     return SyncVerdict("straggler", steady, None, self._bounded(steady, s_lost), jit, s_steps, True, alt)
             return SyncVerdict("jitter", self.d.ranks["rank"].to_list(), None, full, jit, sorted(ls.per_step), True, alt)
         return none
+
+    def _late_steps(self, ranks: list[int]) -> tuple[list[int], bool]:
+        """The steps in which any of ``ranks`` was late, and whether that is persistent (at least
+        ``PERSISTENT_SHARE`` of the steps, and two or more)."""
+        wanted = set(ranks)
+        steps = sorted(s for s, rs in self.late_sets.per_step.items() if wanted & set(rs)) if wanted else []
+        return steps, len(steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
 
     def _one_off(self, rank: int) -> bool:
         """Late in exactly one step of a profile of ``ONE_OFF_STEPS`` or more steps, and not a

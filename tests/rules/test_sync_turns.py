@@ -110,3 +110,17 @@ def test_a_straggler_with_few_other_origins_is_not_jitter() -> None:
     ctx = _ctx_origins({7, 12, 30}, jitter=0.06, jitter_across=0.06)
     assert not ctx._origins_spread([7], 0.024)  # two other origins: not spread
     assert not _ctx_origins(set(), 0.06, 0.06)._origins_spread([7], 0.01)  # the breakdown cannot tell
+
+
+def test_an_origin_goes_first_when_a_held_up_rank_replays_about_as_well() -> None:
+    from stallscope.rules.context import origin_first
+
+    # seed 22000 #0086: rank 36 waits behind its slow upstream partner 28 (whose own work grew)
+    single = {36: 0.1278, 28: 0.1261, 20: 0.0017}
+    ranked = sorted(single, key=lambda r: -single[r])
+    assert origin_first(ranked, single, {4, 28}, limit=4) == [28, 36, 20]
+    # an origin whose what-if is far below the first rank's does not jump ahead
+    assert origin_first(ranked, {36: 0.13, 28: 0.05, 20: 0.0017}, {28}, limit=4) == ranked
+    # the first rank is an origin itself, or no origins are known: the order stands
+    assert origin_first(ranked, single, {36, 28}, limit=4) == ranked
+    assert origin_first(ranked, single, set(), limit=4) == ranked
