@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.fabric._bandwidth import (COLLAPSE_GBPS, NETWORK_BOUND_SHARE, P2P_OPS, collective_skew, inter_far_below,
-                                                lost_if_faster, network_bound, socket_facts, transfers_at_bandwidth)
+from stallscope.rules.fabric._bandwidth import (COLLAPSE_GBPS, LATENCY_ALLOWANCE_NS, MIN_BW_BYTES, NETWORK_BOUND_SHARE, P2P_OPS,
+                                                collective_skew, inter_far_below, lost_if_faster, network_bound, socket_facts,
+                                                transfers_at_bandwidth)
 
 
 class LowInterNodeBandwidth(Rule):
@@ -15,7 +16,10 @@ class LowInterNodeBandwidth(Rule):
         Bandwidth-bound collectives (≥ 1 MiB) whose members span hosts move bytes far below the
         bus bandwidth the fabric should give, although their members arrive together (arrival
         skew under half the transfer time): the time goes into moving bytes, not into waiting for
-        a late rank. Matched inter-node send/recv pairs (pipeline stages) count too, at the
+        a late rank. A job that moves nothing of 1 MiB or more between nodes (pipeline stages
+        sending activations of a few hundred KiB) is judged on its messages of 64 KiB and more,
+        by the time each takes beyond 1 ms (no inter-node latency reaches it; a message within
+        it counts as fast): 0.8 MiB taking 7 ms is a collapsed link whatever the latency. Matched inter-node send/recv pairs (pipeline stages) count too, at the
         share of the host's NICs their ranks hold; a pair is timed from the later side's
         arrival, so a receiver posted early does not make it look slow. "Should give" and "far below" are: under 60 % of NCCL's own topology-search
         bandwidth when the logs have it (× 0.85, what nccl-tests achieves) or of the port rates
@@ -34,8 +38,10 @@ class LowInterNodeBandwidth(Rule):
         of a 400 Gb/s host degraded to 20 GB/s looks like a healthy 200 Gb/s one). Not when NCCL's
         graph or the port rates show the fabric delivers what it should, or the transfers reach
         what a 400 Gb/s NIC per GPU carries (then the model is too communication-heavy for its
-        fabric, a design matter), nor for pipelines (their bubbles
-        are spent inside receives). The cost cannot be measured (no reference speed): the
+        fabric, a design matter). A pipeline's bubbles are spent inside its receives, so where
+        stages on different hosts exchange point-to-point, the exposed time is that of the
+        transfers once both sides are there (each pair timed from the later side's arrival).
+        The cost cannot be measured (no reference speed): the
         finding is medium, with what a fabric twice as fast would save in its details.
 
     Why it slows the job:
@@ -82,9 +88,15 @@ class LowInterNodeBandwidth(Rule):
         why = {"nccl_graph": "what NCCL's own topology search says the NICs carry",
                "nic_count": "what the RDMA NICs NCCL lists should carry (as if 100 Gb/s: the log does not say their speed)",
                "reference": "any RDMA fabric (one 100 Gb/s NIC)"}[basis]
-        summary = (f"Inter-node {what} of 1 MiB and more reach a median bus bandwidth of {bw:.2f} GB/s over "
-                   f"{inter.height} instances ({host_bw:.2f} GB/s per host once concurrent groups sharing the NICs are counted), "
-                   f"{together}. "
+        if int(inter["bytes"].max() or 0) >= MIN_BW_BYTES:
+            sizes = (f"of 1 MiB and more reach a median bus bandwidth of {bw:.2f} GB/s over {inter.height} instances "
+                     f"({host_bw:.2f} GB/s per host once concurrent groups sharing the NICs are counted)")
+        else:
+            t_ms = float(inter["transfer_ns"].median()) / 1e6
+            sizes = (f"are all under 1 MiB, yet take {t_ms:.2f} ms each (median over {inter.height} instances): beyond the "
+                     f"{LATENCY_ALLOWANCE_NS / 1e6:.0f} ms no inter-node latency reaches, they move bytes at {host_bw:.2f} GB/s per "
+                     f"host once concurrent groups sharing the NICs are counted")
+        summary = (f"Inter-node {what} {sizes}, {together}. "
                    f"That is far below {why} (~{expected:.0f} GB/s per host); at that bandwidth "
                    f"the job would be {fmt_pct(lost)} shorter."
                    + ("" if facts.get("logs") else " The bundle has no NCCL logs: set NCCL_DEBUG=INFO to see which transport was used."))
@@ -121,9 +133,14 @@ class LowInterNodeBandwidth(Rule):
             why = "The traces carry no message sizes, so the bandwidth and what a healthy fabric would save cannot be measured"
             advice = (" Set NCCL_DEBUG=INFO to see which transport was used, and record_shapes=True in the profiler to "
                       "measure the bandwidth.")
-        summary = (f"Inter-node collectives take {exposed:.0%} of the median rank's time, exposed (not hidden under "
-                   f"computation), while their members arrive together (median skew {skew or 0:.0%} of the transfer) over "
-                   f"{inst.height} instances: the job spends more time moving bytes between nodes than computing. {why}"
+        if inst["op"].is_in(P2P_OPS).any():
+            what = (f"Inter-node point-to-point transfers (pipeline stages on different hosts) take {exposed:.0%} of the "
+                    f"median rank's time once both sides are there (a receive posted early waits before that, not in it)")
+        else:
+            what = (f"Inter-node collectives take {exposed:.0%} of the median rank's time, exposed (not hidden under "
+                    f"computation), while their members arrive together (median skew {skew or 0:.0%} of the transfer)")
+        summary = (f"{what} over {inst.height} instances: the job spends more time moving bytes between nodes than "
+                   f"computing. {why}"
                    + (f"; with transfers twice as fast the job would be {fmt_pct(twice)} shorter." if twice else ".")
                    + ("" if facts.get("logs") and not sized else advice))
         ev = [
