@@ -14,12 +14,16 @@ class CrossSocketNic(Rule):
     What it detects:
         NCCL logs in which one host — unlike its peers — has a GPU–NIC path of type SYS/NODE in
         its topology graph search, inter-node connections without GPUDirect RDMA while the
-        others have it, or a different CPU affinity for its GPUs. Without that host's log: the
+        others have it, or a different CPU affinity for its GPUs. Without that host's log (or with
+        only its log, nothing to compare it with): the
         one host whose every rank stalls on the CPU side several times more than the ranks of
         every other host, while inter-node collectives (members arriving together) move bytes
         far below what the fabric gives (FAB001's test, with the host counted like its peers) —
         a placement problem of that host explains both; a degraded link or TCP sockets would
-        not stall one host's CPUs.
+        not stall one host's CPUs. In a job of **two** hosts the host standing apart is enough,
+        reported medium with its cost unmeasured: its slow NIC path halves the one inter-node
+        link both hosts share, so the transfers slow alike on both sides, the host is late by
+        little, and neither a bandwidth test (no log, no port rates) nor a replay can measure it.
 
     Why it slows the job:
         Traffic that crosses the inter-socket link (UPI/xGMI) loses bandwidth and cannot use
@@ -40,7 +44,7 @@ class CrossSocketNic(Rule):
     Options:
         The log path needs NCCL logs from the host and at least one peer. The trace path needs
         every rank of the host to stall on the host ≥ 3x the median rank of each other host and
-        for ≥ 3 % of the step; it reports with lower confidence.
+        for ≥ 3 % of the step; it reports with lower confidence (two hosts: medium, unmeasured).
     """
 
     code = "LOC004"
@@ -78,7 +82,7 @@ class CrossSocketNic(Rule):
         return out
 
     def _from_traces(self, ctx: Context) -> list[Finding]:
-        """A host without its own NCCL log that stands apart by host-side stalls while the job's
+        """A host without its own NCCL log (or whose log is the only one) that stands apart by host-side stalls while the job's
         inter-node bandwidth collapsed."""
         from stallscope.rules.fabric._bandwidth import inter_far_below
 
@@ -86,21 +90,19 @@ class CrossSocketNic(Rule):
         if apart is None:
             return []
         host, stall_frac = apart
-        if host in log_hosts(ctx):
-            return []  # its log is there: the log path decides
+        if host in log_hosts(ctx) and len(log_hosts(ctx)) >= 2:
+            return []  # its log and a peer's are there: the log path decides
         far, _, host_bw, expected, basis = inter_far_below(ctx, without=host)
-        if not far:
-            return []
-        lost = host_lost(ctx, host, intra=False, inter=True)
+        lost = host_lost(ctx, host, intra=False, inter=True) if far else None
         if lost is None or lost < 0.01:
-            return []
+            return self._unmeasured(ctx, host, stall_frac) if len(ctx.d.hosts) == 2 else []
         why = {"nccl_graph": "what NCCL's topology search gives the other hosts' NICs", "nic_rate": "the other hosts' port rates",
                "nic_count": "the RDMA NICs the other hosts' logs list", "reference": "any RDMA fabric"}[basis]
         summary = (f"Every rank of {host} stalls on the CPU side for at least {stall_frac:.0%} of the step, several times more "
                    f"than the ranks of every other host, while inter-node collectives reach {host_bw:.1f} GB/s per host, far below "
                    f"{why} (~{expected:.0f} GB/s). A placement problem of {host} — its processes on the far NUMA node, its NIC "
-                   f"across the CPU sockets — explains both (a degraded link or TCP sockets would not stall one host's CPUs); "
-                   f"the bundle has no NCCL log of {host} to confirm it. Replaying with {host} like its peers saves "
+                   f"across the CPU sockets — explains both (a degraded link or TCP sockets would not stall one host's CPUs). "
+                   f"{_no_log(ctx, host)} Replaying with {host} like its peers saves "
                    f"{fmt_pct(lost)} of the job.")
         ev = [Evidence("host-side stall per host (mean per rank and step): one host stands apart",
                        f"SELECT host, ranks, round(host_stall_ms, 2) AS host_stall_ms, round(step_ms, 2) AS step_ms, "
@@ -116,3 +118,36 @@ class CrossSocketNic(Rule):
                                        "their GPU's NUMA node and point NCCL_IB_HCA at the NIC on the GPU's PCIe switch.",
                         details={"placement_differences": [], "affects_inter_node": True, "host_stall_frac": round(stall_frac, 4),
                                  "basis": basis})]
+
+    def _unmeasured(self, ctx: Context, host: str, stall_frac: float) -> list[Finding]:
+        """One of **two** hosts stands apart by host-side stalls, and no bandwidth test or replay
+        can measure what its placement costs: the slow GPU-NIC path halves the one inter-node link
+        both hosts share, so the transfers slow alike on both sides, and the host's stalls make
+        it late by little. Reported medium, cost unmeasured."""
+        summary = (f"Every rank of {host} stalls on the CPU side for at least {stall_frac:.0%} of the step, several times more "
+                   f"than the ranks of the other host. A placement problem of {host} — its processes on the far NUMA node, its "
+                   f"NIC across the CPU sockets — slows its CPUs and, through its NIC, the one inter-node link the two hosts "
+                   f"share, so the transfers slow alike on both sides: with two hosts neither the bandwidth (nothing in the "
+                   f"bundle says what the NICs carry) nor a replay of {host} like its peer can measure the cost. "
+                   f"{_no_log(ctx, host)}")
+        ev = [Evidence("host-side stall per host (mean per rank and step): one host stands apart",
+                       f"SELECT host, ranks, round(host_stall_ms, 2) AS host_stall_ms, round(step_ms, 2) AS step_ms, "
+                       f"round(comm_inter_ms, 2) AS comm_inter_ms FROM host_breakdown WHERE {ctx.where} ORDER BY host_stall_ms DESC",
+                       round(stall_frac, 3))]
+        f = Finding(rule=self.code, cause=self.cause, title=f"{host}: CPU-side stalls apart from its peer point at its GPU-NIC/NUMA "
+                    "placement", summary=summary, ranks=ctx.d.ranks_of(host), hosts=[host], lost_time_fraction=None,
+                    confidence=ctx.quality * 0.45, evidence=ev,
+                    recommendation=f"Collect {host}'s NCCL log (NCCL_DEBUG=INFO) and nvidia-smi topo -m; bind its ranks to "
+                                   "their GPU's NUMA node and point NCCL_IB_HCA at the NIC on the GPU's PCIe switch.",
+                    details={"placement_differences": [], "affects_inter_node": True, "host_stall_frac": round(stall_frac, 4),
+                             "measured": False})
+        f.severity = "medium"
+        return [f]
+
+
+def _no_log(ctx: Context, host: str) -> str:
+    """Why the logs cannot confirm the placement: none of the host's, or only the host's."""
+    if host in log_hosts(ctx):
+        return f"The only NCCL log in the bundle is {host}'s: no peer's to compare its GPU-NIC paths with."
+    return f"The bundle has no NCCL log of {host} to confirm it."
+
