@@ -48,6 +48,12 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # cannot corroborate): the same communicator's search is the evidence
     "degraded_2hosts_graph": ("degraded_nic", 67, dict(logs="all", severity="moderate", nodes=2, gpus=8, parallelism="ddp",
                                                        graph_subsys=True)),
+    # only the healthy host's NCCL log, with its graph search (24 GB/s, 20.4 expected): the transfers
+    # at 9.0 GB/s per host are far below it, though above 70 % of the 10 GB/s floor of the one NIC
+    # it lists (like seed 22000 #0096)
+    "degraded_onegraph": ("degraded_nic", 6, dict(logs="some", graph_subsys=True, severity="moderate", metadata=True,
+                                                  torch_variant="kineto_2024")),
+    "healthy_onegraph": ("healthy", 2, dict(logs="some", graph_subsys=True, metadata=True, torch_variant="kineto_2024")),
     # only the culprit host's NCCL log, with port errors, and no message sizes in the traces: the
     # log names the host, the traces cannot measure the cost
     "degraded_onelog": ("degraded_nic", 43, dict(logs="some", severity="severe", metadata=False, torch_variant="kineto_2022",
@@ -82,6 +88,9 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # of them stands out as where the lateness starts)
     "xsock_minority": ("cross_socket_nic_one_host", 72, dict(logs="none", severity="subtle", nodes=3, parallelism="ddp",
                                                              noise="high", steps=3)),
+    # TP+DP on two hosts, no logs: the cross-socket host's slow NIC path halves the one link both
+    # hosts share, so it is late by little; only its CPU-side stalls set it apart (seed 21000 #0009)
+    "xsock_2hosts": ("cross_socket_nic_one_host", 92, dict(logs="none", severity="moderate", gpus=8, parallelism="tp_dp")),
     # no logs, FSDP on H100s: the host whose GPUs and NICs sit across sockets is late in every step
     # and the job is network-bound (inter-node collectives exposed > half the time)
     "xsock_bound": ("cross_socket_nic_one_host", 83, dict(logs="none", gpu="H100", severity="moderate", nodes=3,
@@ -94,6 +103,16 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # pipeline stages on different hosts: the inter-node traffic is send/recv pairs, not collectives
     "socket_pipeline": ("socket_fallback", 61, dict(logs="none", parallelism="pipeline", severity="severe")),
     "healthy_pipeline": ("healthy", 62, dict(logs="none", parallelism="pipeline")),
+    # activations of 0.65 MiB: nothing crosses nodes in bandwidth-bound messages, yet each takes
+    # milliseconds beyond any latency over TCP (seed 21000 #0018, #0172)
+    "socket_pipeline_small": ("socket_fallback", 125, dict(logs="none", parallelism="pipeline", severity="severe",
+                                                          metadata=True, torch_variant="kineto_2024")),
+    # a pipeline without message sizes: network-bound by the time its pairs take once both sides
+    # are there (seed 21000 #0093, #0195); the healthy one spends a few percent there
+    "socket_pipeline_unsized": ("socket_fallback", 101, dict(logs="none", parallelism="pipeline", severity="severe",
+                                                            metadata=False, torch_variant="kineto_2022")),
+    "healthy_pipeline_unsized": ("healthy", 62, dict(logs="none", parallelism="pipeline", metadata=False,
+                                                     torch_variant="kineto_2022")),
     # TCP sockets at 11 GB/s per host on H100s: above the 100 Gb/s floor (7); without logs, what
     # one healthy 100 Gb/s NIC gives
     "socket_h100": ("socket_fallback", 63, dict(logs="none", gpu="H100", magnitude=11.0)),
@@ -105,6 +124,12 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # no logs, no message sizes: no bandwidth to measure, only the exposed inter-node time
     "socket_unsized": ("socket_fallback", 65, dict(logs="none", metadata=False, torch_variant="kineto_2022", severity="severe")),
     "healthy_unsized": ("healthy", 66, dict(logs="none", metadata=False, torch_variant="kineto_2022", parallelism="ddp")),
+    # HSDP, 4 steps: one 0.58 s DataLoader stall of rank 1 in one step. Its shard group's next
+    # all-gather, queued behind the one rank 1 held up, starts 3 µs before that one ends on the
+    # waiting ranks (seed 22000 #0189): the replay must anchor it there, not on the step before
+    "oneoff_hsdp": ("intermittent_straggler", 2200066189,
+                    dict(logs="none", parallelism="hsdp", severity="severe", steps=4, detail="full", clock_offset_ms=0.0,
+                         drift=True, torch_variant="kineto_2025", nccl_version="2.24.3", culprit_rank=1, culprit_host=0)),
     "truncated": ("healthy", 26, dict(logs="none", truncate=1)),
     "few_steps": ("healthy", 27, dict(logs="none", steps=2)),
 }
@@ -247,6 +272,8 @@ class Jobs:
             elif name == "p2p_lone_log":
                 self._jobs[name] = _generated(name, d, _keep_only_culprit_logs, like="p2p_logs", seed=80, parallelism="ddp",
                                               nodes=3, gpus=8, archive="dir", metadata=True, torch_variant="kineto_2024")
+            elif name == "xsock_2hosts_ownlog":
+                self._jobs[name] = _generated(name, d, _keep_only_culprit_logs, like="xsock_2hosts", logs="all", archive="dir")
             elif name == "mixed_runs":
                 self._jobs[name] = _mixed_runs(d)
             else:

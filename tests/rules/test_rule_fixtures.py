@@ -30,10 +30,15 @@ EXPECTED: dict[str, set[str]] = {
     "degraded_2hosts_graph": {"FAB004"},  # the lower graph bandwidth for the same communicator names the host
     "degraded_onelog": {"FAB004"},   # the only log has port errors; the traces have no sizes
     "healthy_onelog": set(),
+    "degraded_onegraph": {"FAB001"},   # one host's graph search is the expectation for both
+    "healthy_onegraph": set(),
     "healthy_manifest": set(),         # the same ports everywhere: nothing to blame
     "no_gdr": {"FAB003"},
     "socket_pipeline": {"FAB001"},   # no logs: the stages' send/recv pairs move bytes at socket speed
     "healthy_pipeline": set(),
+    "socket_pipeline_small": {"FAB001"},    # messages under 1 MiB, milliseconds beyond any latency
+    "socket_pipeline_unsized": {"FAB001"},  # no sizes: network-bound by the pairs' time once both are there
+    "healthy_pipeline_unsized": set(),
     # no logs: 11 GB/s per host is what one healthy 100 Gb/s NIC gives, H100 or not (see below), so
     # the bandwidth proves nothing; but the job is network-bound (55 % exposed inter-node time)
     "socket_h100": {"FAB001"},
@@ -44,6 +49,7 @@ EXPECTED: dict[str, set[str]] = {
     "compute_tp": {"SYN001"},
     "intermittent": {"SYN002"},
     "intermittent_pair": {"SYN002"},
+    "oneoff_hsdp": {"SYN002"},  # a queued all-gather starting 3 µs before its predecessor ends
     "jitter": {"SYN003"},
     "jitter_tp": {"SYN003"},
     "hoststall": {"SYN004"},
@@ -54,6 +60,11 @@ EXPECTED: dict[str, set[str]] = {
     "xsock_minority": {"LOC001"},
     # one rank last inside the host's TP group, but every rank of the host is an origin: the host
     "xsock_tp_inside": {"LOC001"},
+    # two hosts: the host apart by CPU-side stalls, cost unmeasured
+    "xsock_2hosts": {"LOC004"},
+    # ... with only the culprit's log: nothing to compare its paths with, so the traces decide; the
+    # log adds (low) that its inter-node connections lack GPUDirect RDMA (seed 22000 #0025)
+    "xsock_2hosts_ownlog": {"LOC004", "FAB003"},
     # late host in a network-bound job: the placement finding absorbs the unmeasured FAB001
     "xsock_bound": {"LOC001"},
     "p2p_nologs": {"LOC002"},
@@ -283,7 +294,7 @@ def test_network_bound_with_sizes_above_the_floor(jobs: Any) -> None:
     assert f["details"]["exposed_inter_share"] >= NETWORK_BOUND_SHARE and f["details"]["sizes"]
     assert 0 < f["details"]["lost_time_fraction_at_2x"] < 1 and f["details"]["busbw_gbps_median"] > 5
     assert "GB/s" in f["summary"] and "NCCL_DEBUG=INFO" in f["summary"]
-    for name in ("healthy", "healthy_tp", "imbalanced", "healthy_pipeline", "healthy_unsized"):
+    for name in ("healthy", "healthy_tp", "imbalanced", "healthy_pipeline", "healthy_unsized", "healthy_pipeline_unsized"):
         assert not network_bound(jobs[name].ctx)[0], name
 
 
@@ -323,6 +334,32 @@ def test_pipeline_transfers_timed_from_the_later_side(jobs: Any) -> None:
     assert "FAB001" not in jobs["healthy_pipeline"].fired(raw=True)
 
 
+def test_small_pipeline_messages_judged_beyond_latency(jobs: Any) -> None:
+    """Activations under 1 MiB are latency-bound on a working fabric; over TCP each takes
+    milliseconds more than any latency, which FAB001 measures (and says) when nothing larger
+    crosses nodes. The healthy pipeline's small pairs stay within the allowance."""
+    from stallscope.rules.fabric._bandwidth import MIN_BW_BYTES, inter_far_below
+
+    j = jobs["socket_pipeline_small"]
+    far, inter, host_bw, expected, basis = inter_far_below(j.ctx)
+    assert far and basis == "reference" and int(inter["bytes"].max()) < MIN_BW_BYTES and host_bw < 0.7 * expected
+    f = j.fired()["FAB001"]
+    assert "under 1 MiB" in f["summary"] and f["lost_time_fraction"] >= 0.03
+
+
+def test_unsized_pipeline_network_bound_by_pair_time(jobs: Any) -> None:
+    """Without sizes, a pipeline's exposure is the time its pairs take once both sides are there
+    (its bubbles are inside receives, so the time in communication would overstate it)."""
+    from stallscope.rules.fabric._bandwidth import network_bound
+
+    ok, _, exposed, sized = network_bound(jobs["socket_pipeline_unsized"].ctx)
+    assert ok and not sized and exposed >= 0.5
+    f = jobs["socket_pipeline_unsized"].fired()["FAB001"]
+    assert f["severity"] == "medium" and "point-to-point" in f["summary"]
+    ok, _, exposed, _ = network_bound(jobs["healthy_pipeline_unsized"].ctx)
+    assert not ok and exposed < 0.2
+
+
 def test_hosts_late_in_turn_are_not_a_slow_host(jobs: Any) -> None:
     """A placement fault keeps its host the latest every step; jitter in a TP+DP job makes whole
     hosts late in turn (each host's ranks sync among themselves first), so no host leads."""
@@ -333,3 +370,51 @@ def test_hosts_late_in_turn_are_not_a_slow_host(jobs: Any) -> None:
     hosts = sorted(j.ranks_per_host)
     assert not any(j._host_leads(h) for h in hosts)
     assert j.sync_verdict.kind == "jitter"
+
+
+def test_queued_collective_anchored_within_tolerance(jobs: Any) -> None:
+    """The waiting ranks' next all-gather starts a few µs before the one rank 1 held up ends on
+    them: anchored on that one (their gap ~0), the stall is rank 1's own work, and replaying it
+    like its peers recovers what the generator planted; anchored on the step before, the 0.58 s
+    would count as its three peers' own work and nothing would be found."""
+    from stallscope.analysis.whatif import ANCHOR_TOLERANCE_NS
+
+    j = jobs["oneoff_hsdp"]
+    tl = j.ctx.timeline
+    early = tl.row_end[tl.row_anchor[tl.row_anchor >= 0]] - tl.row_arrival[tl.row_anchor >= 0]
+    assert early.max() > 2_000 and early.max() <= ANCHOR_TOLERANCE_NS  # the overlap is there, and tolerated
+    f = j.fired()["SYN002"]
+    assert f["ranks"] == [1] and abs(f["lost_time_fraction"] - j.truth["lost_time_fraction"]) < 0.05
+
+
+def test_two_hosts_cross_socket_is_reported_unmeasured(jobs: Any) -> None:
+    """Two hosts, no logs: the host whose ranks all stall on the CPU apart from its peer is the
+    placement culprit, medium with no measured cost (neither a bandwidth test nor a replay can
+    size it); healthy two-host jobs have no host apart."""
+    from stallscope.rules.locality._host_facts import host_apart_by_stall
+
+    j = jobs["xsock_2hosts"]
+    f = j.doc["findings"][0]
+    assert f["rule"] == "LOC004" and f["hosts"] == j.truth["culprit_hosts"]
+    assert f["severity"] == "medium" and f["lost_time_fraction"] is None and f["details"]["measured"] is False
+    for name in ("healthy", "healthy_tp", "imbalanced", "compute", "hoststall"):
+        assert host_apart_by_stall(jobs[name].ctx) is None, name
+    own = jobs["xsock_2hosts_ownlog"].doc["findings"][0]
+    assert own["rule"] == "LOC004" and own["hosts"] == j.truth["culprit_hosts"] and "only NCCL log" in own["summary"]
+
+
+def test_one_hosts_graph_search_sets_the_expectation(jobs: Any) -> None:
+    """NCCL's graph search on the one host whose log is in the bundle says what its NICs carry;
+    hosts of one job are built alike, so it is the expectation for the job (a measured capacity,
+    "far below" at 60 %), not the 10 GB/s-per-NIC floor of the NICs it lists."""
+    from stallscope.rules.fabric._bandwidth import expected_busbw, inter_far_below
+
+    j = jobs["degraded_onegraph"]
+    assert expected_busbw(j.ctx)[1] == "nccl_graph"
+    far, _, host_bw, expected, _ = inter_far_below(j.ctx)
+    assert far and host_bw < 0.6 * expected
+    f = j.fired()["FAB001"]
+    assert abs(f["lost_time_fraction"] - j.truth["lost_time_fraction"]) < 0.1
+    h = jobs["healthy_onegraph"]
+    assert expected_busbw(h.ctx)[1] == "nccl_graph" and not inter_far_below(h.ctx)[0]
+
