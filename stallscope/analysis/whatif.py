@@ -137,6 +137,15 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     ends = m.select("rank", pl.col("end_ns").alias("_aend"), pl.col("row").alias("anchor")).sort("_aend")
     probe = m.select("row", "rank", (pl.col("arrival_ns") + ANCHOR_TOLERANCE_NS).alias("_probe")).sort("_probe")
     anc = probe.join_asof(ends, left_on="_probe", right_on="_aend", by="rank", strategy="backward", check_sortedness=False)
+    # a row that ends within the tolerance of its own arrival (an all-to-all of a few µs) finds
+    # itself: its anchor is then the rank's latest *other* end up to its own
+    own = anc.filter(pl.col("anchor") == pl.col("row")).select("row")
+    if own.height:
+        again = (m.join(own, on="row").select("row", "rank", (pl.col("end_ns") - 1).alias("_probe")).sort("_probe")
+                 .join_asof(ends, left_on="_probe", right_on="_aend", by="rank", strategy="backward", check_sortedness=False)
+                 .select("row", pl.col("anchor").alias("_again")))
+        anc = anc.join(again, on="row", how="left").with_columns(
+            pl.when(pl.col("anchor") == pl.col("row")).then(pl.col("_again")).otherwise(pl.col("anchor")).alias("anchor"))
     anc = anc.with_columns(pl.when(pl.col("anchor") == pl.col("row")).then(None).otherwise(pl.col("anchor")).alias("anchor"))
     m = m.join(anc.select("row", "anchor"), on="row", how="left").sort("row")
     anchor = m["anchor"].fill_null(-1).to_numpy().astype(np.int64)
