@@ -361,9 +361,10 @@ def network_bound(ctx: Context) -> tuple[bool, pl.DataFrame, float, bool]:
 def p2p_exposed(ctx: Context, p2p: pl.DataFrame) -> float:
     """The median rank's share of its steps spent in inter-node point-to-point transfers once both
     sides are there (each pair timed from the later side's arrival, so a receive posted early, a
-    pipeline bubble, does not count). On a healthy fabric a pipeline's activations cross nodes
-    in a few percent of its time (2-9 % on our generator's pipelines, whatever their stalls);
-    over TCP sockets the same transfers take 40-85 %."""
+    pipeline bubble, does not count; a send and a receive in flight at once count twice, an upper
+    bound). On a healthy fabric a pipeline's activations cross nodes
+    in a few percent of its time (2-9 % on the 42 pipelines of our generator's seeds 20000 and
+    21000 without a fabric fault, stragglers included); over TCP sockets they took 32-85 %."""
     per = ctx.d.members.join(p2p.select("instance_id", "transfer_ns"), on="instance_id").group_by("rank").agg(
         pl.col("transfer_ns").sum())
     span = ctx.d.breakdown.group_by("rank").agg(pl.col("step_ns").sum())

@@ -19,8 +19,9 @@ class LowInterNodeBandwidth(Rule):
         a late rank. A job that moves nothing of 1 MiB or more between nodes (pipeline stages
         sending activations of a few hundred KiB) is judged on its messages of 64 KiB and more,
         by the time each takes beyond 1 ms (no inter-node latency reaches it; a message within
-        it counts as fast): 0.8 MiB taking 7 ms is a collapsed link whatever the latency. Matched inter-node send/recv pairs (pipeline stages) count too, at the
-        share of the host's NICs their ranks hold; a pair is timed from the later side's
+        it counts as fast): 0.8 MiB taking 7 ms is a collapsed link whatever the latency.
+        Matched inter-node send/recv pairs (pipeline stages) count too, at the share of the
+        host's NICs their ranks hold; a pair is timed from the later side's
         arrival, so a receiver posted early does not make it look slow. "Should give" and "far below" are: under 60 % of NCCL's own topology-search
         bandwidth when the logs have it (× 0.85, what nccl-tests achieves) or of the port rates
         in the collector's manifest; else under 70 % of a floor: 10 GB/s per RDMA NIC NCCL lists

@@ -82,8 +82,9 @@ class CrossSocketNic(Rule):
         return out
 
     def _from_traces(self, ctx: Context) -> list[Finding]:
-        """A host without its own NCCL log (or whose log is the only one) that stands apart by host-side stalls while the job's
-        inter-node bandwidth collapsed."""
+        """A host without its own NCCL log (or whose log is the only one) that stands apart by
+        host-side stalls while the job's inter-node bandwidth collapsed (two hosts: whatever the
+        bandwidth, :meth:`_unmeasured`)."""
         from stallscope.rules.fabric._bandwidth import inter_far_below
 
         apart = host_apart_by_stall(ctx)
