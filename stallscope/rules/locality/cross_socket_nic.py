@@ -105,18 +105,14 @@ class CrossSocketNic(Rule):
                    f"across the CPU sockets — explains both (a degraded link or TCP sockets would not stall one host's CPUs). "
                    f"{_no_log(ctx, host)} Replaying with {host} like its peers saves "
                    f"{fmt_pct(lost)} of the job.")
-        ev = [Evidence("host-side stall per host (mean per rank and step): one host stands apart",
-                       f"SELECT host, ranks, round(host_stall_ms, 2) AS host_stall_ms, round(step_ms, 2) AS step_ms, "
-                       f"round(comm_inter_ms, 2) AS comm_inter_ms FROM host_breakdown WHERE {ctx.where} ORDER BY host_stall_ms DESC",
-                       round(stall_frac, 3)),
+        ev = [_stall_evidence(ctx, stall_frac),
               Evidence("bus bandwidth of inter-node collectives by op and size",
                        f"SELECT op, members, bytes, instances, round(busbw_gbps_median, 3) AS busbw_gbps FROM collective_bandwidth "
                        f"WHERE {ctx.where} AND scope = 'inter' ORDER BY bytes DESC", round(host_bw, 3))]
         return [Finding(rule=self.code, cause=self.cause, title=f"{host}: CPU-side stalls and collapsed inter-node bandwidth "
                         "point at its GPU-NIC/NUMA placement", summary=summary, ranks=ctx.d.ranks_of(host), hosts=[host],
                         lost_time_fraction=lost, confidence=ctx.quality * 0.6, evidence=ev,
-                        recommendation=f"Collect {host}'s NCCL log (NCCL_DEBUG=INFO) and nvidia-smi topo -m; bind its ranks to "
-                                       "their GPU's NUMA node and point NCCL_IB_HCA at the NIC on the GPU's PCIe switch.",
+                        recommendation=_collect_and_bind(host),
                         details={"placement_differences": [], "affects_inter_node": True, "host_stall_frac": round(stall_frac, 4),
                                  "basis": basis})]
 
@@ -131,19 +127,29 @@ class CrossSocketNic(Rule):
                    f"share, so the transfers slow alike on both sides: with two hosts neither the bandwidth (nothing in the "
                    f"bundle says what the NICs carry) nor a replay of {host} like its peer can measure the cost. "
                    f"{_no_log(ctx, host)}")
-        ev = [Evidence("host-side stall per host (mean per rank and step): one host stands apart",
-                       f"SELECT host, ranks, round(host_stall_ms, 2) AS host_stall_ms, round(step_ms, 2) AS step_ms, "
-                       f"round(comm_inter_ms, 2) AS comm_inter_ms FROM host_breakdown WHERE {ctx.where} ORDER BY host_stall_ms DESC",
-                       round(stall_frac, 3))]
+        ev = [_stall_evidence(ctx, stall_frac)]
         f = Finding(rule=self.code, cause=self.cause, title=f"{host}: CPU-side stalls apart from its peer point at its GPU-NIC/NUMA "
                     "placement", summary=summary, ranks=ctx.d.ranks_of(host), hosts=[host], lost_time_fraction=None,
                     confidence=ctx.quality * 0.45, evidence=ev,
-                    recommendation=f"Collect {host}'s NCCL log (NCCL_DEBUG=INFO) and nvidia-smi topo -m; bind its ranks to "
-                                   "their GPU's NUMA node and point NCCL_IB_HCA at the NIC on the GPU's PCIe switch.",
+                    recommendation=_collect_and_bind(host),
                     details={"placement_differences": [], "affects_inter_node": True, "host_stall_frac": round(stall_frac, 4),
                              "measured": False})
         f.severity = "medium"
         return [f]
+
+
+def _stall_evidence(ctx: Context, stall_frac: float) -> Evidence:
+    """The trace paths' first evidence: host-side stall per host, the apart host first."""
+    return Evidence("host-side stall per host (mean per rank and step): one host stands apart",
+                    f"SELECT host, ranks, round(host_stall_ms, 2) AS host_stall_ms, round(step_ms, 2) AS step_ms, "
+                    f"round(comm_inter_ms, 2) AS comm_inter_ms FROM host_breakdown WHERE {ctx.where} ORDER BY host_stall_ms DESC",
+                    round(stall_frac, 3))
+
+
+def _collect_and_bind(host: str) -> str:
+    """The trace paths' recommendation: get the missing log, then fix the placement."""
+    return (f"Collect {host}'s NCCL log (NCCL_DEBUG=INFO) and nvidia-smi topo -m; bind its ranks to "
+            "their GPU's NUMA node and point NCCL_IB_HCA at the NIC on the GPU's PCIe switch.")
 
 
 def _no_log(ctx: Context, host: str) -> str:
