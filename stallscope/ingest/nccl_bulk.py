@@ -71,14 +71,18 @@ _COLL_SHAPE = (r"^[A-Za-z0-9_]+: opCount [0-9a-fA-F]{1,15} sendbuff [!-~]+ recvb
 #: plainest form (ASCII names and digits; no blanks in the function), so that both read the same fields
 _WARN_SHAPE = (r"^[A-Za-z0-9_.-]+:[0-9]{1,18}:[0-9]{1,18} \[-?[0-9]{1,9}\] [A-Za-z0-9_./+-]+:[0-9]{1,9}(?: \([A-Za-z0-9_]*\))?"
                r" NCCL WARN(?: |\r?\n$)")
-_WARN_PARTS = r"^(?P<host>[^:]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+) \[(?P<cuda_dev>-?[0-9]+)\] (?P<msg>.*)"
+#: ... and its fields; the message is the rest of the line, sliced after the first ``"] "`` (the end of this
+#: match in a line of that shape): a capture group over it would walk the whole message
+_WARN_PARTS = r"^(?P<host>[^:]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+) \[(?P<cuda_dev>-?[0-9]+)\] "
 
 
-def lines_array(data: bytes, start: int = 0, end: int | None = None) -> tuple[pa.LargeStringArray, np.ndarray] | None:
+def lines_array(data: bytes, start: int = 0, end: int | None = None
+                ) -> tuple[pa.LargeStringArray, np.ndarray, np.ndarray | None] | None:
     """The lines of ``data[start:end]`` (which ends with a newline) as a string array over ``data``,
     each value keeping its ``\\n``.
 
-    Returns (array, offsets) with offsets[i] the start of line i in ``data``; None when the block is
+    Returns (array, offsets, ascii) with offsets[i] the start of line i in ``data`` and ``ascii`` the mask
+    of the pure-ASCII lines (None when all are: the common case, one byte scan); None when the block is
     not valid UTF-8 (the caller then uses the per-line path, which decodes with replacement).
     """
     end = len(data) if end is None else end
@@ -88,12 +92,17 @@ def lines_array(data: bytes, start: int = 0, end: int | None = None) -> tuple[pa
     offs[0] = start
     offs[1:] = nl + (start + 1)
     arr = pa.LargeStringArray.from_buffers(len(nl), pa.py_buffer(offs), pa.py_buffer(data))
-    if len(buf) and buf.max() >= 0x80:  # ASCII is valid UTF-8: the full check only for blocks with other bytes
-        try:
-            arr.validate(full=True)
-        except pa.ArrowInvalid:
-            return None
-    return arr, offs
+    if not len(buf) or buf.max() < 0x80:  # ASCII is valid UTF-8
+        return arr, offs, None
+    # the lines with other bytes are a few (a name, a quote): only they are checked, taken on their own
+    wide = np.unique(np.searchsorted(offs, np.flatnonzero(buf >= 0x80) + start, side="right") - 1)
+    try:
+        arr.take(pa.array(wide)).validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    ascii_ok = np.ones(len(arr), dtype=bool)
+    ascii_ok[wide] = False
+    return arr, offs, ascii_ok
 
 
 @dataclass
@@ -126,22 +135,6 @@ def _uint(e: pl.Expr, dtype: pl.DataType | type[pl.DataType] = pl.Int32) -> pl.E
 def _int(e: pl.Expr, dtype: pl.DataType | type[pl.DataType] = pl.Int32) -> pl.Expr:
     """Optionally negative digits -> integer, else null."""
     return pl.when(~e.str.starts_with("+")).then(e.cast(dtype, strict=False))
-
-
-def _ascii_lines(arr: pa.LargeStringArray, offs: np.ndarray) -> np.ndarray | None:
-    """Mask of the lines that are pure ASCII; None when all are (the common case, one byte scan).
-
-    Polars finds substrings by byte offset but slices by character: on ASCII lines the two agree.
-    """
-    buf = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offs[0]: offs[-1]]
-    if not len(buf) or buf.max() < 0x80:
-        return None
-    high = np.flatnonzero(buf >= 0x80) + offs[0]
-    if len(high) == 0:
-        return None
-    ok = np.ones(len(arr), dtype=bool)
-    ok[np.searchsorted(offs, high, side="right") - 1] = False
-    return ok
 
 
 def _prefixes(heads: pl.Series) -> pl.DataFrame:
@@ -177,17 +170,18 @@ def _other_prefixes(heads: pl.Series) -> pl.DataFrame:
     return df.with_columns(keep=(found | pl.col("nohost")) & pl.col("cuda_dev").is_not_null())
 
 
-def prepare(arr: pa.LargeStringArray, offs: np.ndarray, *, feed: bool = True) -> Block:
+def prepare(arr: pa.LargeStringArray, offs: np.ndarray, ascii_ok: np.ndarray | None, *, feed: bool = True) -> Block:
     """Find the NCCL lines of a block, cut the INFO prefixes, and parse the connection and COLL lines.
 
     Each distinct prefix and each distinct message is read once (a connection line is parsed
-    by its text, whatever rank printed it) and the results gathered back to the lines. With
-    ``feed``, the other prefixed INFO lines come back cut (``Block.fed``) for the per-line
-    message handlers, which then skip the prefix work.
+    by its text, whatever rank printed it) and the results gathered back to the lines. Only the
+    lines of ``ascii_ok`` (None: all) are cut here: polars finds substrings by byte offset but
+    slices by character, and on ASCII lines the two agree. With ``feed``, the other prefixed INFO
+    lines come back cut (``Block.fed``) for the per-line message handlers, which then skip the
+    prefix work.
     """
     lines = pl.Series("l", arr)
     pos = lines.str.find(_INFO, literal=True)
-    ascii_ok = _ascii_lines(arr, offs)
     # lines with "] NCCL INFO " contain NCCL: the substring search only on the others
     found = pos.is_not_null().to_numpy()
     if ascii_ok is not None:  # only ASCII lines are cut here (a mask: no nulls scattered into ``pos``)
@@ -258,8 +252,10 @@ def _warnings(df: pl.DataFrame, ascii_ok: np.ndarray | None) -> pl.DataFrame | N
     df = df.filter(pl.col("l").str.contains(_WARN_SHAPE) & (pl.col("l").str.find(" NCCL WARN", literal=True) < 200))
     if df.height == 0:
         return None
-    parts = df.select("i", p=pl.col("l").str.extract_groups(_WARN_PARTS)).unnest("p")
-    return parts.select("i", msg=pl.col("msg").str.strip_suffix("\r"), host="host", pid=pl.col("pid").cast(pl.Int64),
+    line = pl.col("l")
+    msg = line.str.slice(line.str.find("] ", literal=True) + 2).str.strip_suffix("\n").str.strip_suffix("\r")
+    parts = df.select("i", msg=msg, p=line.str.extract_groups(_WARN_PARTS)).unnest("p")
+    return parts.select("i", "msg", host="host", pid=pl.col("pid").cast(pl.Int64),
                         tid=pl.col("tid").cast(pl.Int64), cuda_dev=pl.col("cuda_dev").cast(pl.Int32))
 
 

@@ -179,9 +179,9 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
             _line(state, raw, base + i + 1, partial(_offset_in_list, lines, i, origin + start), bare, has_nul)
         state.end_block()
         return len(lines)
-    arr, offs = la
+    arr, offs, ascii_ok = la
     n = len(arr)
-    block = nccl_bulk.prepare(arr, offs, feed=not has_nul)
+    block = nccl_bulk.prepare(arr, offs, ascii_ok, feed=not has_nul)
     nccl = np.zeros(n, dtype=bool)
     nccl[block.nccl] = True
     rest = nccl.copy()
