@@ -18,7 +18,7 @@ import polars as pl
 
 from stallscope.ingest.nccl_state import opt_int
 from stallscope.ingest.schemas import nccl as F
-from stallscope.store.schema.nccl import NCCL_FACTS
+from stallscope.store.schema.nccl import NCCL_COMMS, NCCL_FACTS
 
 if TYPE_CHECKING:  # pragma: no cover
     from stallscope.ingest.nccl_state import LogState
@@ -36,28 +36,41 @@ _EVENTS = {"Init START": "init_start", "Init COMPLETE": "init_complete", "Destro
 def comm_line(state: LogState, msg: str, host: Host, pid: Num, tid: Num, dev: Num, ln: int) -> bool:
     """``[[Rank r] ][api ]comm 0x.. rank r nranks n cudaDev d [nvmlDev m] [busId b] [commId c] - Init START`` and kin.
 
-    The message is read once per distinct text (:func:`_comm_message`); each line then adds its row
-    and moves its thread's communicator (Init START/COMPLETE), which is why the handler runs per line.
+    The message is read once per distinct text (:func:`_comm_row`); each line then adds its row (a copy of the
+    message's, with the line's own values) and moves its thread's communicator (Init START/COMPLETE), which is
+    why the handler runs per line.
     """
-    fps, fields = _comm_message(msg)
+    fps, row, cdev, ev, cid, ptr, rank = _comm_row(msg)
     if fps:
         state.fingerprints |= fps
-    if fields is None:
+    if row is None:
         return False
-    cdev = fields.get("cuda_dev")
-    d = state.ctx(host, pid, tid, cdev if cdev is not None else dev, ln)
-    d.update(fields)
-    ev = d["event"]
+    out = list(row)
+    out[:4] = host, pid, tid, cdev if cdev is not None else dev
+    out[_C_FILE], out[_C_LINE] = state.label, ln
+    state.deferred["nccl_comms"].append(out)  # type: ignore[arg-type]
     if ev == "init_start":
-        state.thread_comm[(host, pid, tid)] = (d["comm_id"], d["comm_ptr"])
-        state.comm_events.append(((host, pid, tid), ln, d["comm_id"], d["comm_ptr"]))
+        state.thread_comm[(host, pid, tid)] = (cid, ptr)
+        state.comm_events.append(((host, pid, tid), ln, cid, ptr))
     elif ev == "init_complete":
         state.thread_comm.pop((host, pid, tid), None)
         state.comm_events.append(((host, pid, tid), ln, None, None))
-    if ev != "topology" and d["comm_id"] is not None and host is not None and d["rank"] is not None:
-        state.rank_host[(d["comm_id"], d["rank"])] = host
-    state.deferred["nccl_comms"].append(d)
+    if ev != "topology" and cid is not None and host is not None and rank is not None:
+        state.rank_host[(cid, rank)] = host
     return True
+
+
+#: ``nccl_comms`` rows: the columns' positions (a row starts with host, pid, tid, cuda_dev, as every table's)
+_C_COLUMNS = NCCL_COMMS.schema.names
+_C_AT = {c: i for i, c in enumerate(_C_COLUMNS)}
+_C_FILE, _C_LINE, _C_HOST, _C_PID, _C_PTR, _C_EVENT, _C_RANK = (
+    _C_AT[c] for c in ("file", "line_no", "host", "pid", "comm_ptr", "event", "rank"))
+_C_VERSION, _C_CUDA, _C_RANGE, _C_NNODES, _C_LRANKS, _C_LRANK = (
+    _C_AT[c] for c in ("version", "cuda_version", "version_range", "nnodes", "local_ranks", "local_rank"))
+
+#: one communicator message read: (fingerprints, its row of ``nccl_comms`` with the per-line values still None
+#: or None when it is no communicator line, the ``cuda_dev`` it names, event, comm_id, comm_ptr, rank)
+CommRow = tuple[frozenset[str], tuple[Any, ...] | None, int | None, str | None, str | None, str | None, int | None]
 
 
 #: distinct communicator messages whose reading is kept
@@ -65,10 +78,22 @@ MAX_COMM_MESSAGES = 1 << 14
 
 
 @lru_cache(maxsize=MAX_COMM_MESSAGES)
+def _comm_row(msg: str) -> CommRow:
+    """One communicator message read once (:data:`CommRow`): a big job's ranks print the same messages."""
+    fps, fields = _comm_message(msg)
+    if fields is None:
+        return fps, None, None, None, None, None, None
+    row: list[Any] = [None] * len(_C_COLUMNS)
+    for k, v in fields.items():
+        if k != "cuda_dev":
+            row[_C_AT[k]] = v
+    return fps, tuple(row), fields.get("cuda_dev"), fields["event"], fields.get("comm_id"), fields["comm_ptr"], fields["rank"]
+
+
 def _comm_message(msg: str) -> tuple[frozenset[str], dict[str, Any] | None]:
     """(fingerprints, fields of the row) of one communicator message; fields None when it is not one
     (its fingerprints still count: a malformed number is found after the shape was read).
-    ``cuda_dev`` is among the fields only when the message names it. Shared: copied before use."""
+    ``cuda_dev`` is among the fields only when the message names it."""
     m = F.COMM_EVENT_RE.match(msg)
     fp: set[str] = set()
     if m is None:
@@ -372,18 +397,21 @@ def finish(state: LogState, vrange: str | None) -> None:
     if vrange is not None:  # file-level fact: what the line formats alone say (no line of its own)
         _fact(state, "version_range", vrange, "inferred from line formats: " + ", ".join(sorted(state.fingerprints)),
               None, None, None, None, None)
-    comms = state.deferred["nccl_comms"]
-    topo = {(d["host"], d["pid"], d["comm_ptr"]): d for d in comms if d["event"] == "topology"}
-    for d in comms:
-        v = state.proc_versions.get((d["host"], d["pid"]), only)
-        d["version"], d["cuda_version"] = (v[0], v[1]) if v else (None, None)
-        d["version_range"] = v[0] if v else vrange
-        t = topo.get((d["host"], d["pid"], d["comm_ptr"]))
-        if t is not None and d is not t:
-            d["nnodes"], d["local_ranks"] = t["nnodes"], t["local_ranks"]
-            if d.get("rank") == t["rank"]:
-                d["local_rank"] = t["local_rank"]
-        state.add_dict("nccl_comms", d)
+    # rows of communicator lines are lists in column order, those of split lines (and their replays) dicts
+    cols = state.buffers["nccl_comms"].columns
+    comms = [r if type(r) is list else list(map(r.get, cols)) for r in state.deferred["nccl_comms"]]
+    topo = {(r[_C_HOST], r[_C_PID], r[_C_PTR]): r for r in comms if r[_C_EVENT] == "topology"}
+    versions, add = state.proc_versions, state.add
+    for r in comms:
+        key = (r[_C_HOST], r[_C_PID])
+        v = versions.get(key, only)
+        r[_C_VERSION], r[_C_CUDA], r[_C_RANGE] = (v[0], v[1], v[0]) if v else (None, None, vrange)
+        t = topo.get((*key, r[_C_PTR]))
+        if t is not None and r is not t:
+            r[_C_NNODES], r[_C_LRANKS] = t[_C_NNODES], t[_C_LRANKS]
+            if r[_C_RANK] == t[_C_RANK]:
+                r[_C_LRANK] = t[_C_LRANK]
+        add("nccl_comms", tuple(r))
     _finish_net(state)
 
 
