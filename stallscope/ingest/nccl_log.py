@@ -68,7 +68,7 @@ def parse_nccl_log(path: str | Path, *, label: str | None = None, out: PartWrite
     collected: dict[str, list[pa.Table]] = {}
     sink = out if out is not None else _Collector(collected)
     state = LogState(label=label, sink=sink, on_flush=_before_flush)
-    stream = ByteStream(path, block=block_size or BLOCK_BYTES)
+    stream = ByteStream(path, block=block_size or BLOCK_BYTES, digest=False)  # ingest hashes each file once itself
     with _collector_paused():
         try:
             _parse_stream(state, stream)

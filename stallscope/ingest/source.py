@@ -24,11 +24,17 @@ BLOCK = 2 << 20
 
 
 class ByteStream:
-    """Iterate decompressed blocks of a file; afterwards ``sha256``/``raw_bytes``/``error`` are set."""
+    """Iterate decompressed blocks of a file; afterwards ``sha256``/``raw_bytes``/``error`` are set.
 
-    def __init__(self, path: str | Path, *, block: int = BLOCK) -> None:
+    ``digest=False``: no ``sha256`` (stays None), for a reader whose caller hashes the file itself (ingest
+    hashes every file once, :func:`file_sha256`): the hash costs ~4x the read of a plain file (64 MiB: 0.06
+    vs 0.014 CPU-s on the development VM).
+    """
+
+    def __init__(self, path: str | Path, *, block: int = BLOCK, digest: bool = True) -> None:
         self.path = Path(path)
         self.block = block
+        self.digest = digest
         self.raw_bytes = 0
         self.out_bytes = 0
         self.sha256: str | None = None
@@ -37,7 +43,7 @@ class ByteStream:
         self.error: tuple[str, str] | None = None
 
     def __iter__(self) -> Iterator[bytes]:
-        h = hashlib.sha256()
+        h = hashlib.sha256() if self.digest else _NoHash()
         with open(self.path, "rb") as f:
             first = f.read(self.block)
             self.gzip = first[:2] == GZIP_MAGIC
@@ -92,6 +98,16 @@ class ByteStream:
             h.update(chunk)
             self.raw_bytes += len(chunk)
         self.sha256 = h.hexdigest()
+
+
+class _NoHash:
+    """Stands in for the hash of a :class:`ByteStream` made with ``digest=False``."""
+
+    def update(self, data: bytes) -> None:
+        pass
+
+    def hexdigest(self) -> None:
+        return None
 
 
 def file_sha256(path: str | Path, *, block: int = BLOCK) -> str:
