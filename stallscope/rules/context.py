@@ -57,6 +57,9 @@ DOMINANT_LAST = 0.5
 #: a culprit rank whose absence from the set's what-if loses less than this share of its gain is
 #: noise riding along (see :meth:`Context._essential`); two real stragglers late in turn each hold ~half
 ESSENTIAL_SHARE = 0.1
+#: a rank of a straggler set whose own extra work is under this share of what replaying it alone
+#: saves is held up, not a culprit (see :meth:`Context._held_up`)
+HELD_UP_SHARE = 0.1
 #: chosen ranks whose own what-ifs are each at least this many times any other rank's are the
 #: culprits even when other ranks take turns at being late (see :func:`_dominates`)
 DOMINANT_SINGLE = 4.0
@@ -466,7 +469,11 @@ class Context:
             host = self.whole_host_of(chosen)
             if host is not None:
                 return SyncVerdict("host", self.d.ranks_of(host), host, max(set_lost, host_lost), jit, late_steps, persistent, alt)
-            return SyncVerdict("straggler", sorted(chosen), None, self._bounded(chosen, set_lost), jit, late_steps, persistent, alt)
+            held = self._held_up(chosen)
+            if held:
+                alt["held_up"] = held
+            return SyncVerdict("straggler", sorted(r for r in chosen if r not in held), None, self._bounded(chosen, set_lost), jit,
+                               late_steps, persistent, alt)
         if jit >= 0.01:
             full = max(jit, self.lost_to_jitter(across_groups=True) or 0.0)
             # many ranks late in turn, yet the own work of only a few grew: the others were held
@@ -510,6 +517,24 @@ class Context:
         wanted = set(ranks)
         steps = sorted(s for s, rs in self.late_sets.per_step.items() if wanted & set(rs)) if wanted else []
         return steps, len(steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
+
+    def _held_up(self, chosen: list[int]) -> list[int]:
+        """The ranks of a straggler set that did no extra work of their own: under
+        ``HELD_UP_SHARE`` of what replaying each alone saves (:meth:`own_excess_share`, against
+        the peers of its role). They are late because they waited for the others of the set: not
+        culprits, although the set's replay (the cost reported, bounded by the set's own excess)
+        needs them, as the replay cannot move what they waited for earlier. Seed 23000 #0162: in
+        a 6-stage pipeline, the last stage of the slow rank's replica arrives late at its stage's
+        all-reduce every step; alone it replays for 1.1 % of the job but did 0.01 % more work
+        than its stage's other replicas. Empty unless at least one rank remains."""
+        if len(chosen) < 2:
+            return []
+        held = []
+        for r in chosen:
+            own, alone = self.own_excess_share([r]), self.lost_if_like_peers([r]) or 0.0
+            if own is not None and alone > 0 and own < HELD_UP_SHARE * alone:
+                held.append(r)
+        return held if len(held) < len(chosen) else []
 
     def _one_off(self, rank: int) -> bool:
         """Late in exactly one step of a profile of ``ONE_OFF_STEPS`` or more steps, and not a
