@@ -130,6 +130,13 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     "oneoff_hsdp": ("intermittent_straggler", 2200066189,
                     dict(logs="none", parallelism="hsdp", severity="severe", steps=4, detail="full", clock_offset_ms=0.0,
                          drift=True, torch_variant="kineto_2025", nccl_version="2.24.3", culprit_rank=1, culprit_host=0)),
+    # 6-stage pipeline, 4 replicas: rank 4 (stage 1 of replica 0) stalls on the host in most
+    # steps; replica 0's last stage (rank 20) is late at its stage's all-reduce every step for
+    # it, and the replay credits it with as much (seed 23000 #0162): held up, not a culprit
+    "held_up_pipeline": ("host_stall_straggler", 2300069162,
+                         dict(logs="none", parallelism="pipeline", nodes=6, gpus=4, steps=10, severity="subtle", noise="low",
+                              nccl_version="2.20.5", torch_variant="kineto_2025", metadata=False, seq=True, naming="tensorboard",
+                              clock_offset_ms=80.0, drift=False, red_herrings=True, culprit_rank=4, culprit_host=1)),
     "truncated": ("healthy", 26, dict(logs="none", truncate=1)),
     "few_steps": ("healthy", 27, dict(logs="none", steps=2)),
 }

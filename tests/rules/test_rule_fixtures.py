@@ -50,6 +50,7 @@ EXPECTED: dict[str, set[str]] = {
     "intermittent": {"SYN002"},
     "intermittent_pair": {"SYN002"},
     "oneoff_hsdp": {"SYN002"},  # a queued all-gather starting 3 µs before its predecessor ends
+    "held_up_pipeline": {"SYN004"},  # the slow rank alone: its replica's last stage was held up by it
     "jitter": {"SYN003"},
     "jitter_tp": {"SYN003"},
     "hoststall": {"SYN004"},
@@ -385,6 +386,20 @@ def test_queued_collective_anchored_within_tolerance(jobs: Any) -> None:
     assert early.max() > 2_000 and early.max() <= ANCHOR_TOLERANCE_NS  # the overlap is there, and tolerated
     f = j.fired()["SYN002"]
     assert f["ranks"] == [1] and abs(f["lost_time_fraction"] - j.truth["lost_time_fraction"]) < 0.05
+
+
+def test_held_up_rank_is_no_culprit(jobs: Any) -> None:
+    """Rank 4 stalls; replica 0's last stage (rank 20) arrives late at its stage's all-reduce for
+    it and replays for about as much, but did no more work than its stage's other replicas: the
+    finding names rank 4 alone, and its cost is the pair's replay (what rank 4's stall costs,
+    the lateness it passed on included), near what the generator planted."""
+    j = jobs["held_up_pipeline"]
+    v = j.ctx.sync_verdict
+    assert 20 in v.alternatives["chosen"] and v.alternatives["held_up"] == [20]
+    assert j.ctx.own_excess_share([20]) < 0.1 * j.ctx.lost_if_like_peers([20])
+    f = j.fired()["SYN004"]
+    assert f["ranks"] == j.truth["culprit_ranks"] == [4]
+    assert abs(f["lost_time_fraction"] - j.truth["lost_time_fraction"]) < 0.01
 
 
 def test_two_hosts_cross_socket_is_reported_unmeasured(jobs: Any) -> None:
