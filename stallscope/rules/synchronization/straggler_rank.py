@@ -59,8 +59,11 @@ class StragglerRank(Rule):
         steps = v.late_steps
         rs = ranks_text(ranks)
         in_ = ", ".join(map(str, ranks))
-        why = (f"its compute takes {mech['compute_excess_ms']:.1f} ms more per step than its peers'"
-               if mech["kind"] == "compute" else "the trace does not show extra compute or host stalls on it; its GPU starts collectives late")
+        one = len(ranks) == 1
+        why = (f"{'its' if one else 'their'} compute takes {mech['compute_excess_ms']:.1f} ms more per step than "
+               f"{'its' if one else 'their'} peers'" if mech["kind"] == "compute" else
+               f"the trace does not show extra compute or host stalls on {'it' if one else 'them'}; "
+               f"{'its GPU starts' if one else 'their GPUs start'} collectives late")
         summary = (f"Rank{'s' if len(ranks) > 1 else ''} {rs} on {', '.join(hosts)} arrived late at synchronous collectives in "
                    f"{len(steps)} of {ctx.n_steps} steps; the other ranks waited for {'them' if len(ranks) > 1 else 'it'}. "
                    f"{why.capitalize()}. Replaying the job with {'these ranks' if len(ranks) > 1 else 'it'} behaving like the "
