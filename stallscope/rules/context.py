@@ -494,7 +494,10 @@ class Context:
                     if host is not None:
                         return SyncVerdict("host", self.d.ranks_of(host), host, o_lost, jit, o_steps,
                                            len(o_steps) >= PERSISTENT_SHARE * self.n_steps, alt)
-                    return SyncVerdict("straggler", o, None, self._bounded(o, o_lost), jit, o_steps,
+                    held = self._held_up(o)
+                    if held:
+                        alt["held_up"] = held
+                    return SyncVerdict("straggler", [r for r in o if r not in held], None, self._bounded(o, o_lost), jit, o_steps,
                                        len(o_steps) >= max(2, PERSISTENT_SHARE * self.n_steps), alt)
             # the typical rank does not vary (no jitter finding): the few ranks whose own work
             # exceeds their peers' in most steps are the stragglers
