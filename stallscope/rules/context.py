@@ -469,10 +469,7 @@ class Context:
             host = self.whole_host_of(chosen)
             if host is not None:
                 return SyncVerdict("host", self.d.ranks_of(host), host, max(set_lost, host_lost), jit, late_steps, persistent, alt)
-            held = self._held_up(chosen)
-            if held:
-                alt["held_up"] = held
-            return SyncVerdict("straggler", sorted(r for r in chosen if r not in held), None, self._bounded(chosen, set_lost), jit,
+            return SyncVerdict("straggler", sorted(self._without_held_up(chosen, alt)), None, self._bounded(chosen, set_lost), jit,
                                late_steps, persistent, alt)
         if jit >= 0.01:
             full = max(jit, self.lost_to_jitter(across_groups=True) or 0.0)
@@ -494,10 +491,7 @@ class Context:
                     if host is not None:
                         return SyncVerdict("host", self.d.ranks_of(host), host, o_lost, jit, o_steps,
                                            len(o_steps) >= PERSISTENT_SHARE * self.n_steps, alt)
-                    held = self._held_up(o)
-                    if held:
-                        alt["held_up"] = held
-                    return SyncVerdict("straggler", [r for r in o if r not in held], None, self._bounded(o, o_lost), jit, o_steps,
+                    return SyncVerdict("straggler", self._without_held_up(o, alt), None, self._bounded(o, o_lost), jit, o_steps,
                                        len(o_steps) >= max(2, PERSISTENT_SHARE * self.n_steps), alt)
             # the typical rank does not vary (no jitter finding): the few ranks whose own work
             # exceeds their peers' in most steps are the stragglers
@@ -520,6 +514,13 @@ class Context:
         wanted = set(ranks)
         steps = sorted(s for s, rs in self.late_sets.per_step.items() if wanted & set(rs)) if wanted else []
         return steps, len(steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
+
+    def _without_held_up(self, chosen: list[int], alt: dict[str, Any]) -> list[int]:
+        """``chosen`` less its held-up ranks (:meth:`_held_up`), which ``alt`` records."""
+        held = self._held_up(chosen)
+        if held:
+            alt["held_up"] = held
+        return [r for r in chosen if r not in held]
 
     def _held_up(self, chosen: list[int]) -> list[int]:
         """The ranks of a straggler set that did no extra work of their own: under
