@@ -11,8 +11,9 @@ polars' vectorized string kernels do the work:
 * the prefix ``host:pid:tid [dev] NCCL INFO`` is cut by position and splits after a capture-free
   regex check of its shape (capture groups are what make regex engines slow); ``[dev] NCCL INFO``
   without ``host:pid:tid`` (old logs) and prefixes behind launcher wrappers are read too;
-* connection and COLL messages are taken only when a capture-free regex (:data:`_CONN_SHAPE`,
-  :data:`_COLL_SHAPE`) shows the per-line regex would read the same fields from them; they are
+* connection (``Ring``/``Channel`` and CollNet) and COLL messages are taken only when a capture-free
+  regex (:data:`_CONN_SHAPE`, :data:`_COLLNET_SHAPE`, :data:`_COLL_SHAPE`) shows the per-line regex
+  would read the same fields from them; they are
   then split on spaces and read by token position. Every other line goes back to the per-line
   handlers, in line order; INFO lines among them go with their prefix already cut
   (:attr:`Block.fed`), so the per-line path only routes the message, and those whose message the
@@ -58,6 +59,12 @@ _PREFIX_NOHOST = r"^[ \t]*\[-?[0-9]{1,9}$"
 #: Int32 (<= 9 digits, <= 7 hex digits), and a printable-ASCII ``via`` text (so trailing blanks strip alike)
 _CONN_SHAPE = (r"^(?:Ring|Channel) [0-9]{1,9}(?:/[0-9]{1,9})? : -?[0-9]{1,9}(?:\[[0-9a-fA-F]{0,7}\])?"
                r" -> -?[0-9]{1,9}(?:\[[0-9a-fA-F]{0,7}\])?(?: \[(?:send|receive)\])? via [ -~]*[!-~][ \t\r\n]*$")
+
+#: CollNet connection messages the bulk path takes: the per-line COLLNET_RE's shape with the same limits as
+#: :data:`_CONN_SHAPE` (a SHARP job prints them among its ring and tree connections; replayed, each one in a
+#: block put the block's connection rows out of line order, and a whole-table gather put them back)
+_COLLNET_SHAPE = (r"^(?:CollNet|Coll) [0-9]{1,9}(?:/[0-9]{1,9})? : -?[0-9]{1,9} \[(?:send|receive)\]"
+                  r" via [ -~]*[!-~][ \t\r\n]*$")
 
 #: COLL messages the bulk path takes: the per-line COLL_RE's shape with printable-ASCII tokens (so that a
 #: split on spaces cuts where its ``\S+`` stops), ASCII digits and numbers that fit their columns; more
@@ -111,12 +118,13 @@ class Block:
 
     nccl: np.ndarray  #: positions of every line containing ``NCCL``
     taken: np.ndarray  #: positions the bulk path parsed (the per-line path skips them)
-    #: connection lines: i, host, pid, tid, cuda_dev and ``m``, their row of ``conn_msgs``
+    #: connection lines (CollNet ones included): i, host, pid, tid, cuda_dev and ``m``, their row of ``conn_msgs``
     conn: pl.DataFrame | None
     coll: pl.DataFrame | None
     #: other INFO lines whose prefix was cut here, in line order: columns i, msg, host, pid, tid, cuda_dev
     fed: pl.DataFrame | None = None
-    #: the distinct connection messages of the block, parsed (:func:`_connections`)
+    #: the distinct connection messages of the block, parsed (:func:`_connections`, :func:`_collnets`; column
+    #: ``collnet`` tells them apart)
     conn_msgs: pl.DataFrame | None = None
     #: WARN lines whose prefix was cut here (:data:`_WARN_SHAPE`), in line order: columns i, msg (the text
     #: after ``host:pid:tid [dev] ``, for ``nccl_errors.warn_message``), host, pid, tid, cuda_dev
@@ -205,22 +213,33 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, ascii_ok: np.ndarray | N
     # the messages of kept lines, classified once each
     msg = pl.col("msg")
     kinds = pl.DataFrame({"msg": msgs}).select(
-        conn=msg.str.contains(_CONN_SHAPE),
+        conn=msg.str.contains(_CONN_SHAPE), collnet=msg.str.contains(_COLLNET_SHAPE),
         # ("Bootstrap:" and "bootstrapSplit:" have handlers of their own in the per-line path)
         coll=msg.str.contains(_COLL_SHAPE) & ~msg.str.starts_with("Bootstrap:") & ~msg.str.starts_with("bootstrapSplit:"))
-    is_conn, is_coll = kinds["conn"].to_numpy()[mcode], kinds["coll"].to_numpy()[mcode]
+    is_conn, is_cn, is_coll = (kinds[k].to_numpy()[mcode] for k in ("conn", "collnet", "coll"))
+    if is_cn.any():
+        # only lines with host, pid and tid: the per-line path looks up the thread's communicator with null keys too,
+        # the as-of join matches none (their replay stays with the per-line path for the same reason)
+        is_cn &= df.select(pl.all_horizontal(pl.col(_KEY).is_not_null())).to_series().to_numpy()
     conn = conn_msgs = None
-    if is_conn.any():
-        used = np.flatnonzero(kinds["conn"].to_numpy())
+    is_any = is_conn | is_cn
+    if is_any.any():
+        rows, parsed = [], []
+        for kind, parse in (("conn", _connections), ("collnet", _collnets)):
+            used = np.flatnonzero(kinds[kind].to_numpy())
+            if len(used):
+                rows.append(used)
+                parsed.append(parse(pl.DataFrame({"msg": msgs[used]}), "msg").with_columns(collnet=pl.lit(kind == "collnet")))
+        used = np.concatenate(rows)
         slot = np.full(len(msgs), -1, dtype=np.int64)
         slot[used] = np.arange(len(used))
-        conn_msgs = _connections(pl.DataFrame({"msg": msgs[used]}), "msg")
-        conn = df.filter(pl.Series(is_conn)).select("i", "host", "pid", "tid", "cuda_dev", m=pl.Series(slot[mcode[is_conn]]))
+        conn_msgs = pl.concat(parsed)
+        conn = df.filter(pl.Series(is_any)).select("i", "host", "pid", "tid", "cuda_dev", m=pl.Series(slot[mcode[is_any]]))
     coll = _colls(df.filter(pl.Series(is_coll)).with_columns(msg=msg.str.strip_chars_end("\r\n")))
     taken = np.concatenate([f["i"].to_numpy().astype(np.int64) for f in (conn, coll) if f is not None] or [np.empty(0, np.int64)])
     block = Block(nccl, taken, conn, coll, conn_msgs=conn_msgs, warn=warn)
     if feed:
-        block.fed = df.filter(pl.Series(~(is_conn | is_coll))).with_columns(
+        block.fed = df.filter(pl.Series(~(is_any | is_coll))).with_columns(
             msg=pl.col("msg").str.strip_suffix("\n").str.strip_suffix("\r"))
     return block
 
@@ -278,6 +297,19 @@ def _connections(df: pl.DataFrame, text: str) -> pl.DataFrame:
         src_br=pl.col("s_field_1").str.strip_suffix("]").fill_null(""), dst_br=pl.col("d_field_1").str.strip_suffix("]").fill_null(""),
         direction=pl.when(dir_t.str.starts_with("[send]")).then(pl.lit("send"))
         .when(dir_t.str.starts_with("[receive]")).then(pl.lit("receive")))
+
+
+def _collnets(df: pl.DataFrame, text: str) -> pl.DataFrame:
+    """``CollNet|Coll CH[/CI] : RANK [send|receive] via TEXT``, messages already of that shape (:data:`_COLLNET_SHAPE`):
+    the columns of :func:`_connections`, the rank as the source, no destination and no brackets (as the per-line
+    ``collnet`` handler reads them)."""
+    df = df.with_columns(t=pl.col(text).str.splitn(" ", 6), v=pl.col(text).str.find(" via ", literal=True)
+                         ).unnest("t", separator="_").with_columns(c=pl.col("t_field_1").str.splitn("/", 2)).unnest("c", separator="_")
+    return df.select(
+        kw="t_field_0", via=pl.col(text).str.slice(pl.col("v") + 5).str.strip_chars_end(" \t\r\n"),
+        channel=pl.col("c_field_0").cast(pl.Int32), conn_index=pl.col("c_field_1").cast(pl.Int32),
+        src_rank=pl.col("t_field_3").cast(pl.Int32), dst_rank=pl.lit(None, pl.Int32), src_br=pl.lit(""), dst_br=pl.lit(""),
+        direction=pl.col("t_field_4").str.strip_prefix("[").str.strip_suffix("]"))
 
 
 def _colls(df: pl.DataFrame) -> pl.DataFrame | None:
@@ -368,7 +400,10 @@ def finish(state: LogState, block: Block, base: int, comms: BlockComms) -> None:
 def _finish_connections(state: LogState, rows: pl.DataFrame, msgs: pl.DataFrame, base: int,
                         comms: BlockComms) -> None:
     """Complete the distinct messages (via classification, device brackets, every column the text
-    decides), then gather them to the rows, which add their prefix, line and communicator."""
+    decides), then gather them to the rows, which add their prefix, line and communicator.
+
+    CollNet rows (``collnet``) differ as the per-line handlers do: fingerprints of their own, the rank
+    prints, the connection is inter-node, and they say nothing of which host holds a rank."""
     fp = state.fingerprints
     used = np.flatnonzero(np.bincount(rows["m"].to_numpy(), minlength=msgs.height))
     msgs = msgs[used]
@@ -377,20 +412,26 @@ def _finish_connections(state: LogState, rows: pl.DataFrame, msgs: pl.DataFrame,
     msgs = msgs.with_columns(*_brackets("src"), *_brackets("dst"))
     msgs = msgs.with_columns(dev_is_bus_id=pl.when(has_br).then(pl.col("_src_bus") | pl.col("_dst_bus"))).join(
         pl.DataFrame(vias, orient="row", schema=_VIA_SCHEMA), on="via", how="left", maintain_order="left")
-    shapes = msgs.select("kw", no_ci=pl.col("conn_index").is_null(), bus="dev_is_bus_id", t="transport").unique()
-    for kw, no_ci, bus, t in shapes.iter_rows():
-        nccl_messages.connection_fingerprints(fp, kw, None if no_ci else "0", bus, t)
+    shapes = msgs.select("collnet", "kw", no_ci=pl.col("conn_index").is_null(), bus="dev_is_bus_id", t="transport").unique()
+    for collnet, kw, no_ci, bus, t in shapes.iter_rows():
+        if collnet:
+            fp.add("collnet_coll" if kw == "Coll" else "collnet_noci" if no_ci else "collnet_ci")
+        else:
+            nccl_messages.connection_fingerprints(fp, kw, None if no_ci else "0", bus, t)
+    collnet = pl.col("collnet")
     msgs = msgs.with_columns(
-        printer_rank=pl.when(pl.col("direction") == "receive").then("dst_rank").otherwise("src_rank"),
-        inter_node=pl.when(pl.col("transport").is_in(["P2P", "SHM"])).then(False), transport_detail=pl.col("via"))
-    msgs = msgs.select(_MESSAGE_COLUMNS)
+        printer_rank=pl.when(~collnet & (pl.col("direction") == "receive")).then("dst_rank").otherwise("src_rank"),
+        inter_node=pl.when(collnet).then(True).when(pl.col("transport").is_in(["P2P", "SHM"])).then(False),
+        transport_detail=pl.col("via"))
+    msgs = msgs.select(*_MESSAGE_COLUMNS, "collnet")
     slot = np.full(int(used[-1]) + 1, -1, dtype=np.int64)
     slot[used] = np.arange(len(used))
     df = comm_attribution(rows.with_columns(line_no=pl.col("i").cast(pl.Int64) + base + 1), comms)
     df = df.hstack(msgs[slot[df["m"].to_numpy()]]).with_columns(file=pl.lit(state.label))
-    for cid, r, h in df.filter(pl.col("comm_id").is_not_null()).select("comm_id", "printer_rank", "host").unique(maintain_order=True).iter_rows():
+    for cid, r, h in (df.filter(pl.col("comm_id").is_not_null() & ~collnet).select("comm_id", "printer_rank", "host")
+                      .unique(maintain_order=True).iter_rows()):
         state.rank_host[(cid, r)] = h
-    state.add_frame("nccl_connections", df)
+    state.add_frame("nccl_connections", df)  # (the table's columns: ``collnet`` is dropped)
 
 
 #: the columns of a connection row that its message decides (the rest: prefix, communicator, provenance)
