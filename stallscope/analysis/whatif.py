@@ -33,7 +33,8 @@ Replaying the recorded gaps and transfers reproduces the recorded timeline exact
 identity). A *scenario* changes gaps or transfers — the culprit ranks behave like their median
 **peer** (ranks doing the same work: the members of their most frequent synchronous group; for
 a pipeline rank, its data-parallel replicas, not its pipeline partner) at the same step and
-ordinal synchronization; every rank behaves like the median of its peers (no jitter); the
+synchronization (in a pipeline: of the same kind, see :func:`_slots`), depending on what they
+depend on (:func:`_anchors_like_peers`); every rank behaves like the median of its peers (no jitter); the
 transfers of some instances run at a reference bandwidth — and the replay propagates the change
 through every later synchronization of every rank. The lost fraction is ``(T - T') / T`` with
 ``T`` the recorded makespan (first step start to last step end).
@@ -251,7 +252,6 @@ def _roles(chain: pl.DataFrame, attrs: pl.DataFrame, ranks: np.ndarray) -> tuple
     from stallscope.analysis.collectives import SYNCHRONOUS_OPS
 
     ch = chain.join(attrs.select("pos", "op", "channel"), on="pos", how="left")
-    ch = ch.with_columns(pl.int_range(pl.len()).over(["rank", "step"], order_by="arrival_ns").alias("ordinal"))
     members = ch.group_by("channel").agg(pl.col("rank").unique().sort().cast(pl.String).str.join(",").alias("mset"))
     prim = (ch.filter(pl.col("op").is_in(SYNCHRONOUS_OPS)).group_by("rank", "channel").agg(pl.len().alias("n"))
             .sort(["rank", "n", "channel"], descending=[False, True, False]).group_by("rank", maintain_order=True).first()
@@ -263,8 +263,48 @@ def _roles(chain: pl.DataFrame, attrs: pl.DataFrame, ranks: np.ndarray) -> tuple
     role_of = dict(zip(sig["rank"].to_list(), sig["role"].to_list()))
     replica_of = _replica_groups(ch, role_of)
     sig = sig.with_columns(pl.col("role").replace_strict(replica_of, default=pl.col("role")).alias("replica"))
-    ch = ch.join(sig, on="rank", how="left").sort("row")
-    return ch, np.array([role_of.get(int(r), -1) for r in ranks], dtype=np.int64)
+    ch = ch.join(sig, on="rank", how="left")
+    ch = _slots(ch, prim.select("rank", pl.col("channel").alias("_prim")), members)
+    return ch.sort("row"), np.array([role_of.get(int(r), -1) for r in ranks], dtype=np.int64)
+
+
+#: slot numbers of one kind of synchronization: its occurrence in the step plus this times the kind
+SLOT_KIND = 1_000_000
+
+
+def _slots(ch: pl.DataFrame, prim: pl.DataFrame, members: pl.DataFrame) -> pl.DataFrame:
+    """Add ``ordinal``: which synchronization of its rank's step a row is, so that a culprit's row
+    is compared with its peers' row doing the same thing.
+
+    Without point-to-point traffic it is the n-th synchronization of the rank in the step, by
+    arrival. In a pipeline it is the n-th synchronization *of its kind* (plus ``SLOT_KIND`` times
+    the kind): a send to, a receive from, or an exchange with a given stage (the partner's
+    ``replica``), or a collective of a given size (the rank's own group or another). A stage
+    receives its inputs on a stream of their own, posted ahead, and computes between them; when it
+    is late, the inputs are already there, its receives complete back to back, and its arrival
+    order interleaves differently than its replicas' (seed 23000 #0162: the culprit's third row
+    was a receive, its peers' a send). Each kind's own order is a communicator's, which NCCL runs
+    in order, so it does not move with timing."""
+    if not ch["channel"].cast(pl.String).str.starts_with("p2p:").any():
+        return ch.with_columns(pl.int_range(pl.len()).over(["rank", "step"], order_by="arrival_ns").alias("ordinal"))
+    rep = dict(zip(ch["rank"].to_list(), ch["replica"].to_list()))
+    ends = ch["channel"].cast(pl.String).str.extract_groups(r"^p2p:(\d+)(->|-)(\d+)$")
+    x = ch.with_columns(ends.struct.field("1").cast(pl.Int64, strict=False).alias("_a"),
+                        ends.struct.field("2").alias("_dir"), ends.struct.field("3").cast(pl.Int64, strict=False).alias("_b"))
+    x = x.join(prim, on="rank", how="left").join(
+        members.select("channel", pl.col("mset").str.count_matches(",").alias("_n")), on="channel", how="left")
+    partner = pl.when(pl.col("rank") == pl.col("_a")).then(pl.col("_b")).otherwise(pl.col("_a"))
+    x = x.with_columns(partner.replace_strict(rep, default=-1, return_dtype=pl.Int64).alias("_prep"))
+    kind = (pl.when(pl.col("_dir") == "-").then(pl.lit("x") + pl.col("_prep").cast(pl.String))
+            .when(pl.col("_dir") == "->").then(pl.when(pl.col("rank") == pl.col("_a")).then(pl.lit("s")).otherwise(pl.lit("r"))
+                                                + pl.col("_prep").cast(pl.String))
+            .when(pl.col("channel").cast(pl.String).str.starts_with("p2p:")).then(pl.lit("p?"))
+            .otherwise(pl.lit("c") + pl.col("_n").cast(pl.String)
+                       + pl.when(pl.col("channel") == pl.col("_prim")).then(pl.lit("p")).otherwise(pl.lit(""))))
+    x = x.with_columns(kind.alias("_kind"))
+    x = x.with_columns((pl.col("_kind").rank("dense").cast(pl.Int64) * SLOT_KIND
+                        + pl.int_range(pl.len()).over(["rank", "step", "_kind"], order_by="arrival_ns")).alias("ordinal"))
+    return x.drop("_a", "_dir", "_b", "_prim", "_n", "_prep", "_kind")
 
 
 def _replica_groups(ch: pl.DataFrame, role_of: dict[int, int]) -> dict[int, int]:
@@ -309,10 +349,12 @@ TransferRule = Callable[[int, np.ndarray], np.ndarray]
 
 
 def replay(tl: Timeline, *, gaps: np.ndarray | None = None, transfers: TransferRule | None = None,
-           tails: np.ndarray | None = None) -> float:
+           tails: np.ndarray | None = None, anchors: np.ndarray | None = None) -> float:
     """Replayed makespan T' (ns): ``gaps`` replaces every row's gap, ``tails`` every rank's tail,
-    ``transfers(pos, own_transfers) -> own_transfers`` changes transfers."""
+    ``transfers(pos, own_transfers) -> own_transfers`` changes transfers, ``anchors`` every row's
+    anchor (each one replayed before the row)."""
     g_all = tl.row_gap if gaps is None else gaps
+    anchor = tl.row_anchor if anchors is None else anchors
     new_end = tl.row_end.copy()
     new_arr = tl.row_arrival.copy()
     start = tl.start
@@ -320,7 +362,7 @@ def replay(tl: Timeline, *, gaps: np.ndarray | None = None, transfers: TransferR
     for pos in range(tl.n_instances):
         rows = tl.inst_rows[pos]
         ridx = tl.row_rank_idx[rows]
-        anc = tl.row_anchor[rows]
+        anc = anchor[rows]
         base = np.where(anc >= 0, new_end[np.maximum(anc, 0)], start[ridx])
         prv = tl.row_prev[rows]
         if (prv >= 0).any():
@@ -364,7 +406,8 @@ def lost_fraction_between(base: float, new: float, makespan: float) -> float:
 
 
 def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> float:
-    """Lost fraction if ``culprit_ranks`` behaved like their median peer: each of their gaps
+    """Lost fraction if ``culprit_ranks`` behaved like their median peer: each of their rows takes
+    the anchor their peers have (:func:`_anchors_like_peers`), and its gap
     shrinks to the median gap of non-culprit ranks of the same role at the same step and ordinal
     (for a role all of whose ranks are culprits: of the other ranks at the same step and ordinal
     doing the same op, in a pipeline only those of the stage's other replicas; else to the median
@@ -374,7 +417,8 @@ def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> flo
     cul = np.isin(tl.ranks, list(cul_set))
     if not cul.any():
         return 0.0
-    ch = tl.chain.with_columns(pl.col("rank").is_in(list(cul_set)).alias("cul"))
+    anchors, own_gap = _anchors_like_peers(tl, cul_set)
+    ch = tl.chain.with_columns(pl.col("rank").is_in(list(cul_set)).alias("cul"), pl.Series("gap", own_gap))
     peer = ch.filter(~pl.col("cul")).group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("peer"))
     # a role whose every rank is a culprit (a whole host's tensor-parallel or shard group): the
     # ranks of other roles at the same point of the step doing the same op (their own groups).
@@ -405,7 +449,46 @@ def culprits_like_median_peer(tl: Timeline, culprit_ranks: Iterable[int]) -> flo
             peers = ~cul
         if peers.any():
             tails[i] = min(tl.tail[i], float(np.median(tl.tail[peers])))
-    return lost_fraction_between(replay(tl), replay(tl, gaps=new_gaps, tails=tails), tl.makespan)
+    return lost_fraction_between(replay(tl), replay(tl, gaps=new_gaps, tails=tails, anchors=anchors), tl.makespan)
+
+
+def _anchors_like_peers(tl: Timeline, cul_set: set[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The culprits' anchors as their peers have them, and their gaps from those anchors.
+
+    A row's anchor is the rank's synchronization that ended last before it arrived: a dependency
+    read from timing. A late rank's timing is not its peers': a pipeline stage that starts late
+    finds its inputs already received, and the input of a later micro-batch, not the one it
+    computes on, is what ended last before it sends (seed 23000 #0162: anchored there, the stage's
+    forward sends replayed a whole input chain too late, and the what-if recovered half the
+    planted loss). Behaving like its peers, the culprit depends on what they depend on: a row
+    takes the anchor its peers (same role, step and ``ordinal``) have most often, as its own row
+    of that step and ordinal, where that row exists, is replayed before it and ended before it
+    arrived; its gap is then measured from that row's end."""
+    anchor = tl.row_anchor.copy()
+    gap = tl.row_gap.copy()
+    ch = tl.chain.select("row", "pos", "rank", "role", "step", "ordinal")
+    key = ch.select(pl.col("row").alias("_anc"), pl.col("step").alias("_astep"), pl.col("ordinal").alias("_aord"))
+    x = ch.with_columns(pl.Series("_anc", tl.row_anchor)).join(key, on="_anc", how="left")
+    peers = (x.filter(~pl.col("rank").is_in(list(cul_set)) & pl.col("_astep").is_not_null())
+             .group_by("role", "step", "ordinal", "_astep", "_aord").agg(pl.len().alias("_n"))
+             .sort("_n", descending=True).group_by("role", "step", "ordinal", maintain_order=True).first())
+    mine = x.filter(pl.col("rank").is_in(list(cul_set))).join(peers.drop("_n"), on=["role", "step", "ordinal"], how="inner",
+                                                               suffix="_p")
+    if mine.height == 0:
+        return anchor, gap
+    own = ch.select("rank", pl.col("step").alias("_astep_p"), pl.col("ordinal").alias("_aord_p"),
+                    pl.col("row").alias("_new"), pl.col("pos").alias("_npos"))
+    mine = mine.join(own, on=["rank", "_astep_p", "_aord_p"], how="inner").filter(
+        (pl.col("_new") != pl.col("_anc").fill_null(-1)) & (pl.col("_npos") < pl.col("pos")))
+    if mine.height == 0:
+        return anchor, gap
+    rows = mine["row"].to_numpy()
+    new = mine["_new"].to_numpy()
+    g = tl.row_arrival[rows] - tl.row_end[new]
+    ok = (g >= -ANCHOR_TOLERANCE_NS) & (tl.row_prev[rows] < 0)
+    anchor[rows[ok]] = new[ok]
+    gap[rows[ok]] = np.maximum(g[ok], 0.0)
+    return anchor, gap
 
 
 def everyone_like_median(tl: Timeline, *, across_groups: bool = False) -> float:

@@ -527,10 +527,12 @@ class Context:
         ``HELD_UP_SHARE`` of what replaying each alone saves (:meth:`own_excess_share`, against
         the peers of its role). They are late because they waited for the others of the set: not
         culprits, although the set's replay (the cost reported, bounded by the set's own excess)
-        needs them, as the replay cannot move what they waited for earlier. Seed 23000 #0162: in
-        a 6-stage pipeline, the last stage of the slow rank's replica arrives late at its stage's
-        all-reduce every step; alone it replays for 1.1 % of the job but did 0.01 % more work
-        than its stage's other replicas. Empty unless at least one rank remains."""
+        may need them. Seed 23000 #0162: in a 6-stage pipeline, the last stage of the slow rank's
+        replica arrives late at its stage's all-reduce every step; alone it replays for 0.5 % of
+        the job (1.1 % before the replay took a culprit's peers' dependencies, which made it part
+        of the chosen set) but did 0.01 % more work than its stage's other replicas: replaying a
+        rank's gaps as its peers' median, slot by slot, gains from their noise. Empty unless at
+        least one rank remains."""
         if len(chosen) < 2:
             return []
         held = []

@@ -168,3 +168,76 @@ def test_fsdp_backward_with_peers_queued_behind_a_late_rank() -> None:
     assert tl is not None
     assert abs(replay(tl) - tl.makespan) <= 1.0
     assert everyone_like_median(tl) == pytest.approx(steps * late / tl.makespan, rel=0.05)
+
+
+def _pipeline(*, late_ns: int = 0, micro: int = 4, steps: int = 3) -> tuple[pl.DataFrame, ...]:
+    """Three pipeline stages of two data-parallel replicas (ranks 0-1, 2-3, 4-5; activations sent
+    0→2→4 and 1→3→5), forward only. The stages compute a micro-batch in 4, 3 and 1 ms once its
+    input is there; the later stages post their receives ahead, back to back on a receive stream of their
+    own, and each replica pair all-reduces its gradients at the end of the step, then every rank
+    the gradients' norm (which is what ends the step for the stages that finished early). Rank 2 starts
+    ``late_ns`` late in every step (its data loader stalls before its first receive)."""
+    compute, tr, ar, opt = 3 * MS, MS // 2, MS, 2 * MS
+    members: list[dict[str, object]] = []
+    instances: list[dict[str, object]] = []
+    windows: list[dict[str, object]] = []
+    iid, t = 0, 0
+
+    def add(op: str, channel: str, step: int, arrivals: dict[int, int], transfer: int) -> int:
+        nonlocal iid
+        end = max(arrivals.values()) + transfer
+        for r, a in arrivals.items():
+            members.append({"instance_id": iid, "rank": r, "step": step, "arrival_ns": a, "end_ns": end, "ready_ns": a,
+                            "gates_compute": op == "allreduce", "compute_overlaps_end": False})
+        instances.append({"instance_id": iid, "members": len(arrivals), "op": op, "scope": "inter", "bytes": 1 << 22,
+                          "bus_factor": 1.0, "transfer_ns": transfer, "step": step, "channel": channel})
+        iid += 1
+        return end
+
+    for step in range(steps):
+        start = t
+        step_ends = []
+        for rep in (0, 1):
+            s0, s1, s2 = rep, rep + 2, rep + 4
+            sent0 = [start + (k + 1) * 4 * MS for k in range(micro)]  # stage 0's sends: the slowest stage
+            posted1 = start + (late_ns if s1 == 2 else 0)
+            got1, posted = [], posted1
+            for k in range(micro):
+                posted = add("send", f"p2p:{s0}->{s1}", step, {s0: sent0[k], s1: posted}, tr)
+                got1.append(posted)
+            sent1, free = [], 0
+            for k in range(micro):
+                free = max(got1[k], free) + compute
+                sent1.append(free)
+            posted, got2 = start, []
+            for k in range(micro):
+                posted = add("send", f"p2p:{s1}->{s2}", step, {s1: sent1[k], s2: posted}, tr)
+                got2.append(posted)
+            free = 0
+            for k in range(micro):
+                free = max(got2[k], free) + MS  # the last stage is light
+            step_ends.append({s0: sent0[-1] + tr, s1: sent1[-1] + tr, s2: free})
+        stage_end = [add("allreduce", f"pg:dp{s}", step, {r: step_ends[r % 2][r] for r in (2 * s, 2 * s + 1)}, ar)
+                     for s in range(3)]
+        t = add("allreduce", "pg:world", step, {r: stage_end[r // 2] for r in range(6)}, ar) + opt
+        windows += [{"rank": r, "start_ns": start, "end_ns": t} for r in range(6)]
+    return (pl.DataFrame(members), pl.DataFrame(instances), pl.DataFrame(windows),
+            pl.DataFrame({"rank": list(range(6)), "host": [f"h{r}" for r in range(6)]}))
+
+
+def test_a_late_stage_replays_on_its_peers_dependencies() -> None:
+    """Rank 2 starts 20 ms late: its inputs are already received when it begins, its receives
+    complete back to back, and what ended last before each of its sends is the receive of a later
+    micro-batch, not the one it computes on. Like its replica (rank 3) it depends on what rank 3
+    depends on, and the replay gives back exactly the time the delay cost (as rerunning without
+    it does). Anchored on its own recorded order it recovered about half."""
+    from stallscope.analysis.whatif import culprits_like_median_peer
+
+    late, steps = 20 * MS, 3
+    tl = build_timeline(*_pipeline(late_ns=late, steps=steps))
+    clean = build_timeline(*_pipeline(late_ns=0, steps=steps))
+    assert tl is not None and clean is not None and tl.pipelined
+    assert abs(replay(tl) - tl.makespan) <= 1.0
+    truth = (tl.makespan - clean.makespan) / tl.makespan
+    assert truth > 0.05
+    assert culprits_like_median_peer(tl, [2]) == pytest.approx(truth, rel=0.02)

@@ -389,17 +389,19 @@ def test_queued_collective_anchored_within_tolerance(jobs: Any) -> None:
 
 
 def test_held_up_rank_is_no_culprit(jobs: Any) -> None:
-    """Rank 4 stalls; replica 0's last stage (rank 20) arrives late at its stage's all-reduce for
-    it and replays for about as much, but did no more work than its stage's other replicas: the
-    finding names rank 4 alone, and its cost is the pair's replay (what rank 4's stall costs,
-    the lateness it passed on included), near what the generator planted."""
+    """Rank 4 stalls before its first receive; replica 0's last stage (rank 20) arrives late at its
+    stage's all-reduce for it, but did no more work than its stage's other replicas: held up, not
+    a culprit, whatever replaying it alone recovers. The finding names rank 4 alone, and replayed
+    on its peers' dependencies its cost is what the generator planted (before, anchored on its
+    own recorded order, the replay recovered half of it and rank 20 was needed beside it)."""
     j = jobs["held_up_pipeline"]
     v = j.ctx.sync_verdict
-    assert 20 in v.alternatives["chosen"] and v.alternatives["held_up"] == [20]
+    assert v.culprits == [4]
+    assert j.ctx._held_up([4, 20]) == [20]
     assert j.ctx.own_excess_share([20]) < 0.1 * j.ctx.lost_if_like_peers([20])
     f = j.fired()["SYN004"]
     assert f["ranks"] == j.truth["culprit_ranks"] == [4]
-    assert abs(f["lost_time_fraction"] - j.truth["lost_time_fraction"]) < 0.01
+    assert abs(f["lost_time_fraction"] - j.truth["lost_time_fraction"]) < 0.003
 
 
 def test_two_hosts_cross_socket_is_reported_unmeasured(jobs: Any) -> None:
