@@ -213,10 +213,12 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, ascii_ok: np.ndarray | N
     # the messages of kept lines, classified once each
     msg = pl.col("msg")
     kinds = pl.DataFrame({"msg": msgs}).select(
-        conn=msg.str.contains(_CONN_SHAPE), collnet=msg.str.contains(_COLLNET_SHAPE),
+        conn=msg.str.contains(_CONN_SHAPE),
         # ("Bootstrap:" and "bootstrapSplit:" have handlers of their own in the per-line path)
         coll=msg.str.contains(_COLL_SHAPE) & ~msg.str.starts_with("Bootstrap:") & ~msg.str.starts_with("bootstrapSplit:"))
-    is_conn, is_cn, is_coll = (kinds[k].to_numpy()[mcode] for k in ("conn", "collnet", "coll"))
+    is_conn, is_coll = kinds["conn"].to_numpy()[mcode], kinds["coll"].to_numpy()[mcode]
+    kinds = kinds.with_columns(collnet=_collnet_messages(msgs) if is_conn.any() else pl.lit(False))
+    is_cn = kinds["collnet"].to_numpy()[mcode]
     if is_cn.any():
         # only lines with host, pid and tid: the per-line path looks up the thread's communicator with null keys too,
         # the as-of join matches none (their replay stays with the per-line path for the same reason)
@@ -242,6 +244,20 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, ascii_ok: np.ndarray | N
         block.fed = df.filter(pl.Series(~(is_any | is_coll))).with_columns(
             msg=pl.col("msg").str.strip_suffix("\n").str.strip_suffix("\r"))
     return block
+
+
+def _collnet_messages(msgs: pl.Series) -> pl.Series:
+    """Which of a block's distinct messages are CollNet connections the bulk path takes (:data:`_COLLNET_SHAPE`).
+
+    Asked only of blocks with ring or channel connection lines: among them a CollNet row would put the
+    block's bulk connection rows out of line order; alone, the few replayed rows cost less than the bulk
+    path's fixed work per block (COLL logs). The regex runs on the messages that start with ``Coll`` only
+    (a COLL log's messages are nearly all distinct).
+    """
+    at = np.flatnonzero(msgs.str.starts_with("Coll").to_numpy())
+    out = np.zeros(len(msgs), dtype=bool)
+    out[at] = msgs.gather(at).str.contains(_COLLNET_SHAPE).to_numpy()
+    return pl.Series("collnet", out)
 
 
 def _cut(data: pa.Buffer, offs: np.ndarray, at: np.ndarray, pos: np.ndarray) -> pl.DataFrame:
