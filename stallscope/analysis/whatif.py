@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import polars as pl
@@ -77,6 +78,7 @@ class Timeline:
     row_arrival: np.ndarray      #: per row: recorded arrival (ns)
     row_ready: np.ndarray        #: per row: recorded readiness for queued rows, NaN otherwise (ns)
     row_gates: np.ndarray        #: per row: the rank's computation waited for this synchronization
+    row_overlaps: np.ndarray     #: per row: the rank's GPU computed through its end (did not sit waiting for it)
     #: per row: the rank's previous row (by arrival) its arrival is paced from, or -1 (paced from
     #: its anchor's end); for such rows ``row_gap`` is the time since that row's arrival
     row_prev: np.ndarray
@@ -98,6 +100,11 @@ class Timeline:
         from stallscope.analysis.collectives import P2P_OPS
 
         return bool(self.attrs["op"].is_in(P2P_OPS).any())
+
+    @cached_property
+    def waited(self) -> tuple[np.ndarray, np.ndarray]:
+        """Anchors and gaps for what-ifs that change transfers (:func:`waited_anchors`)."""
+        return waited_anchors(self)
 
     @property
     def synchronous(self) -> np.ndarray:
@@ -205,7 +212,7 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     chain = chain.with_columns(pl.Series("gap", gap))
     return Timeline(ranks=ranks, start=start, end=end, inst_ids=inst_ids, inst_rows=inst_rows, row_rank_idx=row_rank_idx,
                     row_anchor=anchor, row_gap=gap, row_transfer=transfer, row_end=row_end, row_arrival=arrival,
-                    row_ready=row_ready, row_gates=gates, row_prev=row_prev, tail_row=tail_row, tail=tail,
+                    row_ready=row_ready, row_gates=gates, row_overlaps=overlaps, row_prev=row_prev, tail_row=tail_row, tail=tail,
                     makespan=float(end.max() - start.min()), attrs=attrs, chain=chain, tail_role=tail_role)
 
 
@@ -523,7 +530,8 @@ def everyone_like_median(tl: Timeline, *, across_groups: bool = False) -> float:
 
 def transfers_at(tl: Timeline, new_transfer_ns: dict[int, float]) -> float:
     """Lost fraction if the instances at positions ``new_transfer_ns`` moved their bytes in the
-    given time (only ever faster than recorded)."""
+    given time (only ever faster than recorded), each arrival anchored on what it waited for
+    (:func:`waited_anchors`)."""
     def transfers(pos: int, tr: np.ndarray) -> np.ndarray:
         t = new_transfer_ns.get(pos)
         if t is None:
@@ -531,4 +539,56 @@ def transfers_at(tl: Timeline, new_transfer_ns: dict[int, float]) -> float:
         scale = t / max(float(np.median(tr)), 1.0)
         return tr * min(1.0, max(scale, 0.0))
 
-    return lost_fraction_between(replay(tl), replay(tl, transfers=transfers), tl.makespan)
+    anchors, gaps = tl.waited
+    return lost_fraction_between(replay(tl, gaps=gaps, anchors=anchors),
+                                 replay(tl, gaps=gaps, anchors=anchors, transfers=transfers), tl.makespan)
+
+
+def waited_anchors(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
+    """Anchors for what-ifs that change transfers: each arrival on a synchronization it waited for.
+
+    A row's anchor is the rank's synchronization that ended last before it arrived. When that
+    one ran on another communicator, did not hold the rank's computation up (``gates_compute``)
+    and the rank computed through its end (``compute_overlaps_end``), the rank did not wait for
+    it: HSDP's backward all-reduces a layer's shards between hosts while it computes the next
+    layer, whose reduce-scatter inside the host arrives when that computation is done. Anchored
+    on the all-reduce, the reduce-scatter moved with every change of the all-reduce's transfer,
+    and communication the computation hid was counted as if exposed (seed 24000 #0115: one host's
+    NIC at half speed, inter-node transfers twice as long, cost 3.2 % and read 18.5 %). Such a
+    row is anchored instead on the latest synchronization before its arrival that the rank did
+    wait for: one that held its computation up or that it sat idle through, or the previous one
+    on the same communicator (a stream runs its collectives in order); its gap is measured from
+    there. Queued and paced rows keep theirs. Replaying with these anchors and gaps reproduces
+    the recording as the recorded ones do; gap what-ifs keep the recorded anchors, which their
+    peer comparisons were built on."""
+    anchor, gap = tl.row_anchor, tl.row_gap
+    a = np.maximum(anchor, 0)
+    pos = tl.chain["pos"].to_numpy().astype(np.int64)
+    chan = tl.attrs["channel"].cast(pl.String).fill_null("").to_numpy()[pos]
+    loose = ((anchor >= 0) & (tl.row_prev < 0) & ~np.isfinite(tl.row_ready) & ~tl.row_gates[a] & tl.row_overlaps[a]
+             & (chan[a] != chan))
+    out = (anchor, gap)
+    if loose.any():
+        rows = np.arange(len(anchor))
+        ends = pl.DataFrame({"rank": tl.chain["rank"], "chan": chan, "_end": tl.row_end, "cand": rows,
+                             "waited": tl.row_gates | ~tl.row_overlaps}).sort("_end")
+        probe = pl.DataFrame({"row": rows[loose], "rank": tl.chain["rank"].to_numpy()[loose], "chan": chan[loose],
+                              "_probe": tl.row_arrival[loose] + ANCHOR_TOLERANCE_NS}).sort("_probe")
+        by_wait = probe.join_asof(ends.filter(pl.col("waited")).select("rank", "_end", "cand"), left_on="_probe",
+                                  right_on="_end", by="rank", strategy="backward", check_sortedness=False)
+        by_chan = probe.join_asof(ends.select("rank", "chan", "_end", pl.col("cand").alias("cand_c")), left_on="_probe",
+                                  right_on="_end", by=["rank", "chan"], strategy="backward", check_sortedness=False)
+        j = by_wait.select("row", "cand").join(by_chan.select("row", "cand_c"), on="row").sort("row")
+        r = j["row"].to_numpy()
+        c1 = j["cand"].fill_null(-1).to_numpy()
+        c2 = j["cand_c"].fill_null(-1).to_numpy()
+        e1 = np.where(c1 >= 0, tl.row_end[np.maximum(c1, 0)], -np.inf)
+        e2 = np.where(c2 >= 0, tl.row_end[np.maximum(c2, 0)], -np.inf)
+        new = np.where(e1 >= e2, c1, c2)
+        ok = (new >= 0) & (new != r) & (pos[np.maximum(new, 0)] < pos[r])
+        if ok.any():
+            anchor, gap = anchor.copy(), gap.copy()
+            anchor[r[ok]] = new[ok]
+            gap[r[ok]] = tl.row_arrival[r[ok]] - tl.row_end[new[ok]]
+            out = (anchor, gap)
+    return out

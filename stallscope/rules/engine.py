@@ -3,7 +3,9 @@
 Arbitration (in this order):
 
 1. Locality findings about the same host are merged into the one that measured the most time
-   lost (its evidence and placement facts are kept).
+   lost (its evidence and placement facts are kept); at equal time, into the one that names a
+   mechanism rather than LOC001's "late together" (LOC004's cost is often LOC001's replay: the
+   host's ranks like their peers measure more than its transfers do).
 2. When a locality finding blames a host, synchronization findings blaming only that host's
    ranks are dropped: late ranks that are exactly one host's, with that host's placement
    differing, are locality (DESIGN.md).
@@ -55,7 +57,7 @@ def arbitrate(ctx: Context, findings: list[Finding]) -> list[Finding]:
         if f.cause == "locality" and len(f.hosts) == 1:
             h = f.hosts[0]
             if h in loc:
-                keep, other = (loc[h], f) if (loc[h].lost_time_fraction or 0) >= (f.lost_time_fraction or 0) else (f, loc[h])
+                keep, other = (loc[h], f) if _weight(loc[h]) >= _weight(f) else (f, loc[h])
                 seen = {e.sql for e in keep.evidence}
                 keep.evidence += [e for e in other.evidence if e.sql not in seen]
                 pd = keep.details.setdefault("placement_differences", [])
@@ -137,3 +139,10 @@ def postmortem(store: Store, job: str, *, only: list[str] | None = None) -> dict
 
 def findings_schema() -> dict[str, Any]:
     return json.loads(files("stallscope.rules").joinpath("findings.schema.json").read_text())
+
+
+def _weight(f: Finding) -> tuple[float, bool]:
+    """Which of two locality findings on one host keeps the merged finding: the time it measured,
+    then whether it names a mechanism (every locality rule but LOC001, the host late together)."""
+    return (f.lost_time_fraction or 0.0, f.rule != "LOC001")
+

@@ -241,3 +241,73 @@ def test_a_late_stage_replays_on_its_peers_dependencies() -> None:
     truth = (tl.makespan - clean.makespan) / tl.makespan
     assert truth > 0.05
     assert culprits_like_median_peer(tl, [2]) == pytest.approx(truth, rel=0.02)
+
+
+def _hsdp_backward(*, allreduce_ns: int, layers: int = 6, steps: int = 3) -> tuple[pl.DataFrame, ...]:
+    """Two hosts of two ranks, HSDP's backward: each layer's gradients are reduce-scattered inside
+    the host (1 ms; the next layer's computation waits for it), then all-reduced between the hosts
+    on a communicator of their own (``allreduce_ns``, queued behind the reduce-scatter) while the
+    next layer computes (5.3 ms). The optimizer waits for the last all-reduce."""
+    compute, rs, opt = 5 * MS + MS // 3, MS, 2 * MS
+    ranks = (0, 1, 2, 3)
+    members: list[dict[str, object]] = []
+    instances: list[dict[str, object]] = []
+    windows: list[dict[str, object]] = []
+    iid, t = 0, 0
+
+    def add(op: str, channel: str, step: int, arrivals: dict[int, int], transfer: int, *, gates: bool, overlaps: dict[int, bool],
+            ready: dict[int, int] | None = None, scope: str = "intra") -> int:
+        nonlocal iid
+        end = max(arrivals.values()) + transfer
+        for r, a in arrivals.items():
+            members.append({"instance_id": iid, "rank": r, "step": step, "arrival_ns": a, "end_ns": end,
+                            "ready_ns": (ready or arrivals)[r], "gates_compute": gates, "compute_overlaps_end": overlaps[r]})
+        instances.append({"instance_id": iid, "members": len(arrivals), "op": op, "scope": scope, "bytes": 1 << 24,
+                          "bus_factor": 1.0, "transfer_ns": transfer, "step": step, "channel": channel})
+        iid += 1
+        return end
+
+    for step in range(steps):
+        start = t
+        free = {r: start for r in ranks}       # each rank's computation
+        stream = {r: start for r in ranks}     # each rank's inter-node stream
+        last_ar = start
+        for k in range(layers):
+            done = {r: free[r] + compute for r in ranks}
+            last = k == layers - 1
+            rs_end = {}
+            for host in (0, 1):
+                grp = {r: done[r] for r in ranks if r // 2 == host}
+                e = add("reducescatter", f"pg:shard{host}", step, grp, rs, gates=True, overlaps=dict.fromkeys(grp, False))
+                rs_end.update(dict.fromkeys(grp, e))
+            for local in (0, 1):
+                grp = {r: max(rs_end[r], stream[r]) for r in ranks if r % 2 == local}
+                # the next layer computes through the all-reduce (not after the last layer)
+                last_ar = add("allreduce", f"pg:replica{local}", step, grp, allreduce_ns, gates=last, scope="inter",
+                              overlaps=dict.fromkeys(grp, not last), ready={r: rs_end[r] for r in grp})
+                stream.update(dict.fromkeys(grp, last_ar))
+            free = rs_end
+        t = max(stream.values()) + opt
+        windows += [{"rank": r, "start_ns": start, "end_ns": t} for r in ranks]
+    return (pl.DataFrame(members), pl.DataFrame(instances), pl.DataFrame(windows),
+            pl.DataFrame({"rank": list(ranks), "host": ["a", "a", "b", "b"]}))
+
+
+def test_faster_transfers_gain_only_what_the_computation_did_not_hide() -> None:
+    """HSDP's inter-node all-reduces run at half speed (8 ms instead of 4) while the next layer
+    computes for 5 ms: most of each one is hidden, only the excess over the computation and the
+    last layer's are exposed. At full speed the job saves what rerunning it at full speed saves.
+    Anchored on the all-reduce each next reduce-scatter happened to arrive after, the replay moved
+    the computation with every all-reduce and counted the hidden time too."""
+    from stallscope.analysis.whatif import transfers_at
+
+    slow, fast = 8 * MS, 4 * MS
+    tl = build_timeline(*_hsdp_backward(allreduce_ns=slow))
+    ref = build_timeline(*_hsdp_backward(allreduce_ns=fast))
+    assert tl is not None and ref is not None
+    anchors, gaps = tl.waited
+    assert (anchors != tl.row_anchor).any()
+    assert abs(replay(tl, gaps=gaps, anchors=anchors) - tl.makespan) <= 1.0
+    truth = (tl.makespan - ref.makespan) / tl.makespan
+    inter = {p: float(fast) for p in range(tl.n_instances) if tl.attrs["scope"][p] == "inter"}
+    assert transfers_at(tl, inter) == pytest.approx(truth, rel=0.02)

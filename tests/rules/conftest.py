@@ -137,6 +137,13 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
                          dict(logs="none", parallelism="pipeline", nodes=6, gpus=4, steps=10, severity="subtle", noise="low",
                               nccl_version="2.20.5", torch_variant="kineto_2025", metadata=False, seq=True, naming="tensorboard",
                               clock_offset_ms=80.0, drift=False, red_herrings=True, culprit_rank=4, culprit_host=1)),
+    # a host stall in every step of a middle stage, which the pipeline's bubbles absorb: late in one
+    # step of six (seed 24000 #0127, on 4 hosts)
+    "absorbed_pipeline": ("host_stall_straggler", 2400072127,
+                          dict(logs="none", parallelism="pipeline", nodes=4, gpus=4, steps=6, severity="subtle", noise="medium",
+                               nccl_version="2.20.5", torch_variant="kineto_2025", metadata=True, seq=True, naming="tensorboard",
+                               gzip=True, archive="dir", log_style="debug_file", detail="lean", clock_offset_ms=80.0, drift=False,
+                               red_herrings=True, graph_subsys=False, culprit_rank=13, culprit_host=3)),
     "truncated": ("healthy", 26, dict(logs="none", truncate=1)),
     "few_steps": ("healthy", 27, dict(logs="none", steps=2)),
 }

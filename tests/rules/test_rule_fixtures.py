@@ -50,7 +50,8 @@ EXPECTED: dict[str, set[str]] = {
     "intermittent": {"SYN002"},
     "intermittent_pair": {"SYN002"},
     "oneoff_hsdp": {"SYN002"},  # a queued all-gather starting 3 µs before its predecessor ends
-    "held_up_pipeline": {"SYN004"},  # the slow rank alone: its replica's last stage was held up by it
+    "held_up_pipeline": {"SYN004"},
+    "absorbed_pipeline": {"SYN004"},  # late in one step of six, yet its own work exceeds its peers' in every one  # the slow rank alone: its replica's last stage was held up by it
     "jitter": {"SYN003"},
     "jitter_tp": {"SYN003"},
     "hoststall": {"SYN004"},
@@ -402,6 +403,20 @@ def test_held_up_rank_is_no_culprit(jobs: Any) -> None:
     f = j.fired()["SYN004"]
     assert f["ranks"] == j.truth["culprit_ranks"] == [4]
     assert abs(f["lost_time_fraction"] - j.truth["lost_time_fraction"]) < 0.003
+
+
+def test_stall_absorbed_by_bubbles_is_a_straggler(jobs: Any) -> None:
+    """Rank 13 (a middle stage) stalls on the host in every step; the pipeline's bubbles absorb
+    most of it, so it is late in one step of six and that alone would make it a one-off. Its own
+    work exceeds its stage's other replicas' in every step, and the replay on its peers'
+    dependencies measures what the stall costs: SYN004 names it at about the planted loss."""
+    j = jobs["absorbed_pipeline"]
+    v = j.ctx.sync_verdict
+    assert j.ctx.timeline.pipelined and j.ctx.steady_excess == [13]
+    assert v.alternatives.get("one_off") == [13] and len(v.late_steps) <= 1
+    f = j.fired()["SYN004"]
+    assert f["ranks"] == j.truth["culprit_ranks"] == [13]
+    assert abs(f["lost_time_fraction"] - j.truth["lost_time_fraction"]) < 0.002
 
 
 def test_two_hosts_cross_socket_is_reported_unmeasured(jobs: Any) -> None:

@@ -9,6 +9,7 @@ ranks of one host win when their joint what-if clearly beats any small set (a sl
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from stallscope.rules.context import Context
@@ -18,7 +19,9 @@ MIN_LOST = 0.01
 
 
 def mechanism(ctx: Context, ranks: list[int]) -> dict[str, float | str]:
-    """Compare the ranks' per-step compute and host stall with the median of the other ranks.
+    """Compare the ranks' per-step compute and host stall with the median of the other ranks (in
+    a pipeline, of the other ranks of their role: the stages do different work by design, and a
+    host stall in a light stage read as extra compute against a heavier stage's ranks).
 
     Returns ``kind`` (compute | host_stall | unknown) and the excess of each, in ms per step.
     """
@@ -27,8 +30,16 @@ def mechanism(ctx: Context, ranks: list[int]) -> dict[str, float | str]:
     mine = b.filter(pl.col("rank").is_in(ranks))
     if peers.height == 0 or mine.height == 0:
         return {"kind": "unknown", "compute_excess_ms": 0.0, "host_stall_excess_ms": 0.0}
-    ref = peers.group_by("step").agg(pl.col("compute_ns").median().alias("c0"), pl.col("host_stall_ns").median().alias("h0"))
-    j = mine.join(ref, on="step")
+    by = ["step"]
+    tl = ctx.timeline
+    if tl is not None and tl.pipelined:
+        role = pl.DataFrame({"rank": tl.ranks.astype(np.int64), "_role": tl.tail_role}).with_columns(
+            pl.col("rank").cast(b.schema["rank"]))
+        peers, mine = peers.join(role, on="rank"), mine.join(role, on="rank")
+        if mine["_role"].is_in(peers["_role"].implode()).all():
+            by = ["_role", "step"]
+    ref = peers.group_by(by).agg(pl.col("compute_ns").median().alias("c0"), pl.col("host_stall_ns").median().alias("h0"))
+    j = mine.join(ref, on=by)
     dc = float((j["compute_ns"] - j["c0"]).median() or 0.0) / 1e6
     dh = float((j["host_stall_ns"] - j["h0"]).median() or 0.0) / 1e6
     kind = "unknown"
