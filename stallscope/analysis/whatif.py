@@ -558,15 +558,22 @@ def waited_anchors(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
     row is anchored instead on the latest synchronization before its arrival that the rank did
     wait for: one that held its computation up or that it sat idle through, or the previous one
     on the same communicator (a stream runs its collectives in order); its gap is measured from
-    there. Queued and paced rows keep theirs. Replaying with these anchors and gaps reproduces
+    there. Queued and paced rows keep theirs, and so do rows anchored on a point-to-point
+    message: a pipeline stage computes on the activations it receives, so a receive is a
+    dependency even when the stage was still busy with the previous micro-batch as it ended (the
+    independent simulator's `p_f2`, sockets between stages: re-anchored, 30.8 % against 47.3 %
+    planted; 36.3 % before). Replaying with these anchors and gaps reproduces
     the recording as the recorded ones do; gap what-ifs keep the recorded anchors, which their
     peer comparisons were built on."""
     anchor, gap = tl.row_anchor, tl.row_gap
     a = np.maximum(anchor, 0)
     pos = tl.chain["pos"].to_numpy().astype(np.int64)
     chan = tl.attrs["channel"].cast(pl.String).fill_null("").to_numpy()[pos]
+    from stallscope.analysis.collectives import P2P_OPS
+
+    p2p = tl.attrs["op"].is_in(P2P_OPS).to_numpy()[pos]
     loose = ((anchor >= 0) & (tl.row_prev < 0) & ~np.isfinite(tl.row_ready) & ~tl.row_gates[a] & tl.row_overlaps[a]
-             & (chan[a] != chan))
+             & (chan[a] != chan) & ~p2p[a])
     out = (anchor, gap)
     if loose.any():
         rows = np.arange(len(anchor))
