@@ -847,13 +847,18 @@ class Context:
         bound = self.own_excess_share(ranks)
         return lost if bound is None else min(lost, bound)
 
+    def roles(self) -> pl.DataFrame:
+        """rank, role (the rank's most frequent synchronous group, as the replay's peers), with
+        ranks typed as in the breakdown; empty without a timeline."""
+        tl = self.timeline
+        if tl is None:
+            return pl.DataFrame(schema={"rank": self.d.breakdown.schema.get("rank", pl.Int32), "role": pl.Int64})
+        return pl.DataFrame({"rank": tl.ranks.astype(np.int64), "role": tl.tail_role}).with_columns(
+            pl.col("rank").cast(self.d.breakdown.schema["rank"]))
+
     def _own_work_by_role(self) -> pl.DataFrame:
         """rank, step, own (:data:`OWN_WORK`), role (the rank's most frequent synchronous group)."""
-        b = self.d.breakdown
-        tl = self.timeline
-        assert tl is not None
-        role = pl.DataFrame({"rank": tl.ranks.astype(np.int64), "role": tl.tail_role}).with_columns(pl.col("rank").cast(b.schema["rank"]))
-        return b.select("rank", "step", OWN_WORK.alias("own")).join(role, on="rank", how="left")
+        return self.d.breakdown.select("rank", "step", OWN_WORK.alias("own")).join(self.roles(), on="rank", how="left")
 
     def own_excess_share(self, ranks: list[int]) -> float | None:
         """Upper bound on what ``ranks`` behaving like their peers can save, as a share of the

@@ -9,7 +9,6 @@ ranks of one host win when their joint what-if clearly beats any small set (a sl
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
 from stallscope.rules.context import Context
@@ -31,10 +30,8 @@ def mechanism(ctx: Context, ranks: list[int]) -> dict[str, float | str]:
     if peers.height == 0 or mine.height == 0:
         return {"kind": "unknown", "compute_excess_ms": 0.0, "host_stall_excess_ms": 0.0}
     by = ["step"]
-    tl = ctx.timeline
-    if tl is not None and tl.pipelined:
-        role = pl.DataFrame({"rank": tl.ranks.astype(np.int64), "_role": tl.tail_role}).with_columns(
-            pl.col("rank").cast(b.schema["rank"]))
+    if ctx.timeline is not None and ctx.timeline.pipelined:
+        role = ctx.roles().rename({"role": "_role"})
         peers, mine = peers.join(role, on="rank"), mine.join(role, on="rank")
         if mine["_role"].is_in(peers["_role"].implode()).all():
             by = ["_role", "step"]
