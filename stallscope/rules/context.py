@@ -910,11 +910,18 @@ class Context:
             self._lost_cache[key] = whatif.everyone_like_median(self.timeline, across_groups=across_groups)
         return self._lost_cache[key]
 
-    def lost_if_transfers(self, key: str, new_transfer_ns: dict[int, float]) -> float | None:
+    def lost_if_transfers(self, key: str, new_transfer_ns: dict[int, float], *,
+                          like_peers: list[int] | None = None) -> float | None:
+        """What-if: the instances in ``new_transfer_ns`` move their bytes in that time (``key``
+        names the scenario for the cache); with ``like_peers``, those ranks also behave like their
+        median peer (:func:`whatif.culprits_like_peers_and_transfers_at`)."""
         if self.timeline is None:
             return None
+        if like_peers:
+            key = (key, "peers", tuple(sorted(like_peers)))
         if key not in self._lost_cache:
-            self._lost_cache[key] = whatif.transfers_at(self.timeline, new_transfer_ns)
+            self._lost_cache[key] = (whatif.culprits_like_peers_and_transfers_at(self.timeline, like_peers, new_transfer_ns)
+                                     if like_peers else whatif.transfers_at(self.timeline, new_transfer_ns))
         return self._lost_cache[key]
 
     # -- input quality ----------------------------------------------------------------------

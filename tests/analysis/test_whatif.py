@@ -11,12 +11,12 @@ MS = 1_000_000
 
 
 def _ddp(*, late_ns: int = 0, slow_ns: int = 0, buckets: int = 6, steps: int = 4,
-         overlaps: bool = True) -> tuple[pl.DataFrame, ...]:
+         overlaps: bool = True, transfer_ns: int = 2 * MS) -> tuple[pl.DataFrame, ...]:
     """Three ranks of DDP: backward produces a gradient bucket every 5 ms and all-reduces it on
     the NCCL stream while backward goes on; the optimizer waits for the last bucket. Rank 2 starts
     backward ``late_ns`` late in every step (a slow data loader), and takes ``slow_ns`` more to
-    compute each bucket (a slow GPU)."""
-    compute, transfer, opt = 5 * MS, 2 * MS, 3 * MS
+    compute each bucket (a slow GPU). Each all-reduce moves its bytes in ``transfer_ns``."""
+    compute, transfer, opt = 5 * MS, transfer_ns, 3 * MS
     ranks = (0, 1, 2)
     members, instances, windows = [], [], []
     t = 0
@@ -25,11 +25,13 @@ def _ddp(*, late_ns: int = 0, slow_ns: int = 0, buckets: int = 6, steps: int = 4
         start = t
         prev_end = 0
         for k in range(buckets):
-            arrivals = {r: max(start + (late_ns + (k + 1) * (compute + slow_ns) if r == 2 else (k + 1) * compute), prev_end)
-                        for r in ranks}
+            # a bucket's all-reduce is enqueued when backward has produced it, and starts when the
+            # stream's previous one is done
+            ready = {r: start + (late_ns + (k + 1) * (compute + slow_ns) if r == 2 else (k + 1) * compute) for r in ranks}
+            arrivals = {r: max(ready[r], prev_end) for r in ranks}
             end = max(arrivals.values()) + transfer
             for r, a in arrivals.items():
-                members.append({"instance_id": iid, "rank": r, "step": step, "arrival_ns": a, "end_ns": end, "ready_ns": a,
+                members.append({"instance_id": iid, "rank": r, "step": step, "arrival_ns": a, "end_ns": end, "ready_ns": ready[r],
                                 "gates_compute": k == buckets - 1,
                                 # backward runs on under every bucket but the last
                                 "compute_overlaps_end": overlaps and k < buckets - 1})
@@ -311,3 +313,26 @@ def test_faster_transfers_gain_only_what_the_computation_did_not_hide() -> None:
     truth = (tl.makespan - ref.makespan) / tl.makespan
     inter = {p: float(fast) for p in range(tl.n_instances) if tl.attrs["scope"][p] == "inter"}
     assert transfers_at(tl, inter) == pytest.approx(truth, rel=0.02)
+
+
+def test_a_late_rank_with_slow_transfers_gains_both_in_series() -> None:
+    """Rank 2 starts backward 6 ms late and every all-reduce takes 9 ms instead of 2 (one host's
+    NIC across the CPU sockets, its processes on the far NUMA node: both at once). The buckets'
+    all-reduces queue behind each other, and the late start delays the whole queue: the two are in
+    series, so the rerun without either saves more than either what-if alone, and the combined
+    what-if saves what the rerun saves."""
+    from stallscope.analysis.whatif import culprits_like_median_peer, culprits_like_peers_and_transfers_at, transfers_at
+
+    tl = build_timeline(*_ddp(late_ns=6 * MS, transfer_ns=9 * MS))
+    ref = build_timeline(*_ddp(transfer_ns=2 * MS))
+    assert tl is not None and ref is not None
+    assert abs(replay(tl) - tl.makespan) <= 1.0
+    truth = (tl.makespan - ref.makespan) / tl.makespan
+    fast = {p: float(2 * MS) for p in range(tl.n_instances)}
+    late_only, transfers_only = culprits_like_median_peer(tl, [2]), transfers_at(tl, fast)
+    assert max(late_only, transfers_only) < 0.85 * truth
+    assert culprits_like_peers_and_transfers_at(tl, [2], fast) == pytest.approx(truth, rel=0.02)
+    # without slow transfers the combined what-if is the late rank's alone
+    only_late = build_timeline(*_ddp(late_ns=6 * MS))
+    assert only_late is not None
+    assert culprits_like_peers_and_transfers_at(only_late, [2], {}) == pytest.approx(culprits_like_median_peer(only_late, [2]))

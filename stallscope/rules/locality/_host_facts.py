@@ -13,11 +13,13 @@ def host_lost(ctx: Context, host: str, *, intra: bool, inter: bool = False) -> f
     """The largest of: the host's ranks behaving like their peers (when they are late); for
     intra-node problems, its intra-node transfers at its peers' speed; for GPU-NIC problems,
     inter-node transfers at the bandwidth the fabric should give without this host's handicap
-    (when they run below it: a ring is as slow as its slowest host)."""
+    (when they run below it: a ring is as slow as its slowest host), together with its ranks
+    like their peers when they are late (one placement fault does both, in series)."""
     best = None
     late = set(ctx.late_sets.persistent)
     ranks = ctx.d.ranks_of(host)
-    if ranks and late & set(ranks):
+    late_host = bool(ranks and late & set(ranks))
+    if late_host:
         best = ctx.lost_if_like_peers(ranks)
     if intra:
         fix = intra_transfer_fix(ctx, host)
@@ -29,12 +31,14 @@ def host_lost(ctx: Context, host: str, *, intra: bool, inter: bool = False) -> f
         from stallscope.rules.fabric._bandwidth import host_bandwidth_handicap, inter_expectations, transfers_at_bandwidth, transfers_scaled
 
         handicap = host_bandwidth_handicap(ctx, host)
+        peers = ranks if late_host else None
         if handicap and handicap > 1.05:
-            v = ctx.lost_if_transfers(f"nic-graph:{host}", transfers_scaled(ctx, handicap))
+            v = ctx.lost_if_transfers(f"nic-graph:{host}", transfers_scaled(ctx, handicap), like_peers=peers)
         else:
             e = inter_expectations(ctx, without=host)
             below = e.height and float((e["busbw_gbps"] / e["expected_gbps"]).median()) < 0.8
-            v = ctx.lost_if_transfers(f"fab:without:{host}", transfers_at_bandwidth(ctx, without=host)) if below else None
+            v = (ctx.lost_if_transfers(f"fab:without:{host}", transfers_at_bandwidth(ctx, without=host), like_peers=peers)
+                 if below else None)
         if v is not None and (best is None or v > best):
             best = v
     return best
