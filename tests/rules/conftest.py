@@ -56,6 +56,12 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     "healthy_onegraph": ("healthy", 2, dict(logs="some", graph_subsys=True, metadata=True, torch_variant="kineto_2024")),
     # only the culprit host's NCCL log, with port errors, and no message sizes in the traces: the
     # log names the host, the traces cannot measure the cost
+    # seed 24000 #0036: one host's port at 65 % of its peers' speed, which NCCL's graph search
+    # rounds to half their bandwidth; the replay must not speed transfers past the healthy graph
+    "degraded_partial_graph": ("degraded_nic", 2400072036, dict(
+        nodes=4, gpus=4, steps=6, parallelism="fsdp", severity="moderate", noise="medium", nccl_version="2.17.1",
+        torch_variant="kineto_2024", metadata=True, seq=False, naming="rank", gzip=False, archive="zip", logs="some",
+        log_style="torchrun", red_herrings=True, graph_subsys=True, culprit_rank=8, culprit_host=2)),
     "degraded_onelog": ("degraded_nic", 43, dict(logs="some", severity="severe", metadata=False, torch_variant="kineto_2022",
                                                  nodes=2, archive="dir")),
     # one host's log, no hardware events in it: nothing to blame

@@ -28,7 +28,8 @@ EXPECTED: dict[str, set[str]] = {
     "degraded_manifest": {"FAB004"},
     "degraded_2hosts": {"FAB004"},   # no logs: the manifest's port rates name the host
     "degraded_2hosts_graph": {"FAB004"},  # the lower graph bandwidth for the same communicator names the host
-    "degraded_onelog": {"FAB004"},   # the only log has port errors; the traces have no sizes
+    "degraded_onelog": {"FAB004"},
+    "degraded_partial_graph": {"FAB004"},  # the other hosts' logs: a graph bandwidth twice this host's   # the only log has port errors; the traces have no sizes
     "healthy_onelog": set(),
     "degraded_onegraph": {"FAB001"},   # one host's graph search is the expectation for both
     "healthy_onegraph": set(),
@@ -137,7 +138,8 @@ def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
     assert top["hosts"] == sorted({ours[r] for r in j.truth["culprit_ranks"]})
 
 
-@pytest.mark.parametrize("name", ["compute", "hoststall", "intermittent", "intermittent_pair", "p2p_nologs", "degraded_manifest"])
+@pytest.mark.parametrize("name", ["compute", "hoststall", "intermittent", "intermittent_pair", "p2p_nologs", "degraded_manifest",
+                                  "degraded_partial_graph"])
 def test_lost_time_tracks_the_physics(jobs: Any, name: str) -> None:
     """The what-if of the culprit behaving like its peers recovers the time the generator's own
     what-if (the same job re-run without the fault) says was lost."""

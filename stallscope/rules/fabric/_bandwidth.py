@@ -398,6 +398,25 @@ def transfers_scaled(ctx: Context, factor: float) -> dict[int, float]:
     return {pos_of[int(i)]: float(t) / factor for i, t in inst.select("instance_id", "transfer_ns").iter_rows() if int(i) in pos_of}
 
 
+def transfers_without_handicap(ctx: Context, host: str, handicap: float) -> dict[int, float]:
+    """Replay positions of inter-node instances -> their transfer time were ``host``'s NICs like
+    its peers': divided by the ``handicap`` (:func:`host_bandwidth_handicap`), but never faster
+    than the bandwidth the fabric gives without the host, when message sizes and a measured
+    capacity (NCCL's graph, port rates; not a floor) tell it. NCCL's
+    graph bandwidth comes in coarse steps: a port at 65 % of its peers' speed read as half their
+    graph bandwidth (seed 24000 #0036), and the transfers, already faster than the halved graph
+    promised, replayed at twice their speed (33.7 % where the rerun at full speed saves 23.7 %)."""
+    scaled = transfers_scaled(ctx, handicap)
+    _, basis = expected_busbw(ctx, without=host)
+    if basis in FLOOR_BASES:
+        return scaled
+    e = inter_expectations(ctx, without=host, min_bytes=64 << 10)
+    if e.height == 0 or float((e["busbw_gbps"] / e["expected_gbps"]).median()) >= 1.0:
+        return scaled  # the transfers already beat that capacity: it is not one (the graph is coarse both ways)
+    floor = transfers_at_bandwidth(ctx, without=host)
+    return {p: max(t, floor.get(p, 0.0)) for p, t in scaled.items()}
+
+
 def inter_far_below(ctx: Context, *, without: str | None = None) -> tuple[bool, pl.DataFrame, float, float, str]:
     """Whether bandwidth-bound inter-node collectives, whose members arrive together, move bytes
     far below what the fabric should give (``without``: as if that host were like its peers).

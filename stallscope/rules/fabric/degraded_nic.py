@@ -8,7 +8,7 @@ from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.fabric._bandwidth import (
     expected_busbw, fabric_facts, graph_bandwidth_same_comm, host_bandwidth_handicap, inter_expectations, inter_transfers,
-    transfers_at_bandwidth, transfers_scaled)
+    transfers_at_bandwidth, transfers_without_handicap)
 from stallscope.rules.placement import log_hosts, placement_differences
 
 #: WARN texts that point at an RDMA NIC, port or link (not at NVML, CUDA or NCCL's configuration)
@@ -94,7 +94,7 @@ class DegradedNic(Rule):
                 lost = ctx.lost_if_transfers(f"nic:{host}", slow[host]["fix"])
             handicap = host_bandwidth_handicap(ctx, host)
             if (lost is None or lost < 0.01) and handicap and handicap > 1.05:
-                lost = ctx.lost_if_transfers(f"nic-graph:{host}", transfers_scaled(ctx, handicap))
+                lost = ctx.lost_if_transfers(f"nic-graph:{host}", transfers_without_handicap(ctx, host, handicap))
             if (lost is None or lost < 0.01) and (host in warned or host in few):
                 inter = inter_expectations(ctx, without=host)
                 _, basis = expected_busbw(ctx, without=host)

@@ -28,12 +28,13 @@ def host_lost(ctx: Context, host: str, *, intra: bool, inter: bool = False) -> f
             if v is not None and (best is None or v > best):
                 best = v
     if inter:
-        from stallscope.rules.fabric._bandwidth import host_bandwidth_handicap, inter_expectations, transfers_at_bandwidth, transfers_scaled
+        from stallscope.rules.fabric._bandwidth import (host_bandwidth_handicap, inter_expectations, transfers_at_bandwidth,
+                                                         transfers_without_handicap)
 
         handicap = host_bandwidth_handicap(ctx, host)
         peers = ranks if late_host else None
         if handicap and handicap > 1.05:
-            v = ctx.lost_if_transfers(f"nic-graph:{host}", transfers_scaled(ctx, handicap), like_peers=peers)
+            v = ctx.lost_if_transfers(f"nic-graph:{host}", transfers_without_handicap(ctx, host, handicap), like_peers=peers)
         else:
             e = inter_expectations(ctx, without=host)
             below = e.height and float((e["busbw_gbps"] / e["expected_gbps"]).median()) < 0.8
