@@ -283,16 +283,19 @@ def _slots(ch: pl.DataFrame, prim: pl.DataFrame, members: pl.DataFrame) -> pl.Da
     """Add ``ordinal``: which synchronization of its rank's step a row is, so that a culprit's row
     is compared with its peers' row doing the same thing.
 
-    Without point-to-point traffic it is the n-th synchronization of the rank in the step, by
-    arrival. In a pipeline it is the n-th synchronization *of its kind* (plus ``SLOT_KIND`` times
-    the kind): a send to, a receive from, or an exchange with a given stage (the partner's
-    ``replica``), or a collective of a given size (the rank's own group or another). A stage
+    On a single communicator it is the n-th synchronization of the rank in the step, by arrival.
+    With several communicators (a pipeline, TP+DP) it is the n-th synchronization *of its kind*
+    (plus ``SLOT_KIND`` times the kind): a send to, a receive from, or an exchange with a given
+    stage (the partner's ``replica``), or a collective of a given size (the rank's own group or
+    another). A late rank's TP and DP collectives interleave differently than its replicas' (seed
+    25000 #0097: by arrival the culprit's DP all-reduce was compared with its peers' TP one, and
+    the what-if named its TP partner). A stage
     receives its inputs on a stream of their own, posted ahead, and computes between them; when it
     is late, the inputs are already there, its receives complete back to back, and its arrival
     order interleaves differently than its replicas' (seed 23000 #0162: the culprit's third row
     was a receive, its peers' a send). Each kind's own order is a communicator's, which NCCL runs
     in order, so it does not move with timing."""
-    if not ch["channel"].cast(pl.String).str.starts_with("p2p:").any():
+    if ch["channel"].n_unique() == 1:
         return ch.with_columns(pl.int_range(pl.len()).over(["rank", "step"], order_by="arrival_ns").alias("ordinal"))
     rep = dict(zip(ch["rank"].to_list(), ch["replica"].to_list()))
     ends = ch["channel"].cast(pl.String).str.extract_groups(r"^p2p:(\d+)(->|-)(\d+)$")

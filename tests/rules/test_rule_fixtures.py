@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import jsonschema
+import polars as pl
 import pytest
 
 from stallscope.rules.engine import findings_schema
@@ -366,10 +367,15 @@ def test_unsized_pipeline_network_bound_by_pair_time(jobs: Any) -> None:
 
 def test_hosts_late_in_turn_are_not_a_slow_host(jobs: Any) -> None:
     """A placement fault keeps its host the latest every step; jitter in a TP+DP job makes whole
-    hosts late in turn (each host's ranks sync among themselves first), so no host leads."""
+    hosts late in turn (each host's ranks sync among themselves first), so no host leads. (With
+    P2P off the host is late because its intra-node transfers are slow: its ranks' own work is
+    their peers', so the verdict's replay of their gaps gains nothing and LOC002 measures it.)"""
     for name in ("xsock_nologs", "xsock_subtle", "p2p_nologs"):
-        v = jobs[name].ctx.sync_verdict
-        assert v.kind == "host" and jobs[name].ctx._host_leads(v.host) and jobs[name].ctx._host_late_together(v.host), name
+        ctx = jobs[name].ctx
+        host = ctx.d.ranks.filter(pl.col("rank").is_in(jobs[name].truth["culprit_ranks"]))["host"][0]
+        assert ctx._host_leads(host) and ctx._host_late_together(host), name
+        if name != "p2p_nologs":
+            assert ctx.sync_verdict.kind == "host" and ctx.sync_verdict.host == host, name
     j = jobs["jitter_tp"].ctx
     hosts = sorted(j.ranks_per_host)
     assert not any(j._host_leads(h) for h in hosts)
