@@ -260,6 +260,19 @@ def _place_singles(groups: dict[int, list[int]], single: list[int], host: dict[i
     return {min(v): v for v in groups.values()}
 
 
+def transfer_measured() -> pl.Expr:
+    """Instances (``collective_instances`` rows) whose ``transfer_ns`` is the time to move the
+    bytes: two or more members, a transfer, and no member absent. A member whose trace ended
+    before the collective (a killed rank) still took part in it; the present members' "transfer"
+    then includes waiting for it, which is no bandwidth (a straggler's delay reaching the cut
+    rank would read as a slow link on its host). An instance lacks a member when it has fewer
+    than its declared group size *and* than its channel's fullest instance, so a group size the
+    trace misstates does not blank a whole communicator."""
+    n = pl.col("members")
+    absent = ((n < pl.col("group_size")) & (n < n.max().over("channel"))).fill_null(False)
+    return (n > 1) & (pl.col("transfer_ns") > 0) & ~absent
+
+
 def bus_factor(op: str, n: int) -> float:
     """nccl-tests bus-bandwidth factor for ``op`` over ``n`` ranks.
 

@@ -39,6 +39,10 @@ transfers of some instances run at a reference bandwidth — and the replay prop
 through every later synchronization of every rank. The lost fraction is ``(T - T') / T`` with
 ``T`` the recorded makespan (first step start to last step end).
 
+A member whose trace ended before a collective (a killed rank) still took part in it: it gets
+an estimated row there (:func:`absent_members`), so the waiting for it is not frozen into the
+present members' transfers.
+
 This is a model, not a simulator: it ignores how a change would move work between streams
 inside a rank. It reports how much of the recorded waiting and transfer time a cause is
 responsible for; it never guesses a fixed percentage.
@@ -86,8 +90,11 @@ class Timeline:
     tail: np.ndarray             #: per rank: last step end - end of tail_row (or - start)
     makespan: float              #: recorded T (ns)
     attrs: pl.DataFrame          #: per instance (by position): instance_id, op, scope, bytes, bus_factor, transfer_ns, step, channel
-    chain: pl.DataFrame          #: per row: row, pos, rank, gap, step, ordinal, role, op
+    chain: pl.DataFrame          #: per row: row, pos, rank, gap, step, ordinal, role, op, absent
     tail_role: np.ndarray        #: per rank: its role
+    #: per rank: its trace ended early and it has estimated rows (:func:`absent_members`); its
+    #: gaps and tail are no measure of its peers' pace
+    rank_cut: np.ndarray
 
     @property
     def n_instances(self) -> int:
@@ -121,7 +128,12 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     ``step_breakdown`` windows (rank, start_ns, end_ns). None when there is nothing to replay."""
     if windows.height == 0:
         return None
-    span = windows.group_by("rank").agg(pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e")).sort("rank")
+    span = windows.group_by("rank").agg(pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e"))
+    absent = absent_members(members, instances, hosts)
+    if absent.height:
+        members = pl.concat([members, absent], how="diagonal_relaxed")
+        span = _spans_with_absent(span, members, absent)
+    span = span.sort("rank")
     # times relative to the first step start: epoch nanoseconds (~1.7e18) exceed float64's exact range
     origin = int(span["s"].min())  # type: ignore[arg-type]
     span = span.with_columns(pl.col("s") - origin, pl.col("e") - origin)
@@ -129,7 +141,8 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     idx_of = {int(r): i for i, r in enumerate(ranks)}
     start = span["s"].to_numpy().astype(np.float64)
     end = span["e"].to_numpy().astype(np.float64)
-    multi = instances.filter(pl.col("members") > 1).select("instance_id")
+    with_absent = pl.col("instance_id").is_in(absent["instance_id"].implode())
+    multi = instances.filter((pl.col("members") > 1) | with_absent).select("instance_id")
     m = members.join(multi, on="instance_id").filter(pl.col("rank").is_in(list(idx_of)))
     # members outside the rank's profiled span are not part of its timeline
     m = m.with_columns(*(pl.col(c) - origin for c in ("arrival_ns", "end_ns", "ready_ns") if c in m.columns))
@@ -145,6 +158,13 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     ends = m.select("rank", pl.col("end_ns").alias("_aend"), pl.col("row").alias("anchor")).sort("_aend")
     probe = m.select("row", "rank", (pl.col("arrival_ns") + ANCHOR_TOLERANCE_NS).alias("_probe")).sort("_probe")
     anc = probe.join_asof(ends, left_on="_probe", right_on="_aend", by="rank", strategy="backward", check_sortedness=False)
+    if "anchor_tol_ns" in m.columns and m["anchor_tol_ns"].is_not_null().any():
+        # an absent member's estimated arrival: the anchor may end a little after it, if replayed before it
+        loose = (m.filter(pl.col("anchor_tol_ns").is_not_null())
+                 .select("row", "rank", (pl.col("arrival_ns") + pl.col("anchor_tol_ns")).alias("_probe")).sort("_probe")
+                 .join_asof(ends, left_on="_probe", right_on="_aend", by="rank", strategy="backward", check_sortedness=False)
+                 .filter(pl.col("anchor") < pl.col("row")).select("row", pl.col("anchor").alias("_loose")))
+        anc = anc.join(loose, on="row", how="left").with_columns(pl.coalesce("_loose", "anchor").alias("anchor")).drop("_loose")
     # a row that ends within the tolerance of its own arrival (an all-to-all of a few µs) finds
     # itself: its anchor is then the rank's latest *other* end up to its own
     own = anc.filter(pl.col("anchor") == pl.col("row")).select("row")
@@ -195,8 +215,10 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
              .join(instances.select("instance_id", "op", "scope", "bytes", "bus_factor", "transfer_ns", "step", "channel"),
                    on="instance_id", how="left").sort("pos"))
     pos_of = dict(zip(inst_ids.tolist(), range(len(inst_ids))))
+    absent_row = m["absent"].fill_null(False).to_numpy() if "absent" in m.columns else np.zeros(len(arrival), dtype=bool)
+    rank_cut = np.isin(ranks, np.unique(m["rank"].to_numpy()[absent_row]))
     chain = m.select("row", "instance_id", "rank", "step", "arrival_ns").with_columns(
-        pl.col("instance_id").replace_strict(pos_of).alias("pos"), pl.Series("gap", gap))
+        pl.col("instance_id").replace_strict(pos_of).alias("pos"), pl.Series("gap", gap), pl.Series("absent", absent_row))
     chain, tail_role = _roles(chain, attrs, ranks)
     pos = chain["pos"].to_numpy().astype(np.int64)
     # the latest end of a collective the rank's computation waited for, before each arrival: pacing
@@ -213,7 +235,106 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     return Timeline(ranks=ranks, start=start, end=end, inst_ids=inst_ids, inst_rows=inst_rows, row_rank_idx=row_rank_idx,
                     row_anchor=anchor, row_gap=gap, row_transfer=transfer, row_end=row_end, row_arrival=arrival,
                     row_ready=row_ready, row_gates=gates, row_overlaps=overlaps, row_prev=row_prev, tail_row=tail_row, tail=tail,
-                    makespan=float(end.max() - start.min()), attrs=attrs, chain=chain, tail_role=tail_role)
+                    makespan=float(end.max() - start.min()), attrs=attrs, chain=chain, tail_role=tail_role, rank_cut=rank_cut)
+
+
+#: present members' transfer must exceed the reference by this share for an absent member to have
+#: come last (transfers of one collective vary by a few per cent from instance to instance)
+ABSENT_EXCESS = 0.25
+
+
+def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.DataFrame) -> pl.DataFrame:
+    """Rows for members whose traces ended before the collective (a killed rank, a trace cut
+    mid-write): the collective still waited for them.
+
+    A truncated rank is in every collective of its communicators after the cut, but its trace
+    holds none of them, so each such instance shows fewer members than its group. Its present
+    members recorded their own arrivals and ends: the end came when the last member arrived plus
+    the time to move the bytes, so what they record as "transfer" beyond what the same collective
+    took where every member was recorded (same op, size and group size: the median transfer of
+    complete instances) is waiting for the absent member. Left out, that waiting is fixed transfer
+    time that no what-if can move, and a straggler whose delay reaches a truncated rank's
+    collectives through its own group replays as if nobody waited for it (seed 25000 #0207:
+    rank 7 slow, rank 5 of its host cut, rank 5's replicas waited for it every step; 0.7 % of a
+    34 % straggler, 29 % with these rows, 34.4 % from the same job untruncated).
+
+    Each absent member gets a row that ends with the instance (``end_ns``, the members' median).
+    When the present members' transfer exceeds the reference by more than ``ABSENT_EXCESS`` it
+    came last, ``reference`` before the end; its anchor is then the latest own collective,
+    replayed before it, that ended up to ``ABSENT_EXCESS`` of the reference after that estimate
+    (``anchor_tol_ns``: the estimate is as good as the reference; #0207's was 0.15 ms before its
+    own reduce-scatter ended, and anchored on the all-reduce before it missed the straggler's
+    delay). Otherwise no record says when it came, only that it was not last: it is taken to
+    have arrived as soon as its own previous collective ended (no later than the last present
+    member), so it never holds a what-if back that its own anchors do not. Not a copy of a present
+    member's arrival: in a straggler's own group the last present member is the straggler, and
+    an absent member that copied it would be a second straggler no what-if of the first removes.
+
+    Its arrivals are then replayed like any rank's, anchored on its own previous collectives (its
+    other communicators' instances, where the straggler holds it), so a what-if that speeds the
+    straggler moves it too. They are no measure of anyone's pace: the medians that what-ifs give
+    culprits (their peers') and every rank (its role's) leave them out, and a cut rank's tail.
+    Only ranks seen in the communicator earlier (the channel's member
+    set, as large as the group) and missing from instances after their last recorded end are
+    added; point-to-point pairs and instances without a declared group size are left as recorded."""
+    from stallscope.analysis.collectives import P2P_OPS
+
+    empty = members.clear()
+    if "group_size" not in instances.columns or members.height == 0:
+        return empty
+    inst = instances.filter(pl.col("group_size").is_not_null() & (pl.col("members") < pl.col("group_size"))
+                            & ~pl.col("op").is_in(P2P_OPS))
+    if inst.height == 0:
+        return empty
+    mc = members.select("instance_id", "rank", "end_ns").join(instances.select("instance_id", "channel"), on="instance_id")
+    chan = mc.group_by("channel").agg(pl.col("rank").unique().alias("_set")).filter(pl.col("_set").list.len() > 1)
+    seen = mc.group_by("rank").agg(pl.col("end_ns").max().alias("_seen"))
+    present = (members.group_by("instance_id")
+               .agg(pl.col("rank").alias("_present"), pl.col("arrival_ns").min().alias("_first"),
+                    pl.col("arrival_ns").max().alias("_last"), pl.col("end_ns").median().cast(pl.Int64).alias("_end"))
+               .with_columns((pl.col("_end") - pl.col("_last")).alias("_transfer")))
+    kind = instances.select("instance_id", "op", "bytes", "group_size")
+    ref = (present.join(kind, on="instance_id")
+           .filter((pl.col("_present").list.len() == pl.col("group_size")) & (pl.col("_transfer") > 0))
+           .group_by("op", "bytes", "group_size").agg(pl.col("_transfer").median().alias("_ref")))
+    late = pl.col("_ref").is_not_null() & (pl.col("_transfer") > pl.col("_ref") * (1 + ABSENT_EXCESS))
+    miss = (inst.select("instance_id", "channel", "step", "op", "bytes", "group_size")
+            .join(chan, on="channel").join(present, on="instance_id")
+            .filter(pl.col("_set").list.len() == pl.col("group_size"))
+            .with_columns(pl.col("_set").list.set_difference("_present").alias("rank"))
+            .explode("rank").drop_nulls("rank")
+            .with_columns(pl.col("rank").cast(members.schema["rank"]))
+            .join(seen, on="rank")
+            .filter(pl.col("_first") > pl.col("_seen"))  # after its trace ended: not a matching gap
+            .join(ref, on=["op", "bytes", "group_size"], how="left", nulls_equal=True)
+            .with_columns(late.alias("_late")))
+    if miss.height == 0:
+        return empty
+    # its own previous end: the latest end of its rows (recorded, or absent: the instance's end)
+    # before the last present member arrived
+    ends = pl.concat([members.select("rank", pl.col("end_ns").alias("_prev_end")),
+                      miss.select("rank", pl.col("_end").alias("_prev_end"))]).sort("_prev_end")
+    miss = (miss.sort("_last")
+            .join_asof(ends, left_on="_last", right_on="_prev_end", by="rank", strategy="backward", check_sortedness=False))
+    arrival = (pl.when(pl.col("_late")).then(pl.col("_end") - pl.col("_ref").cast(pl.Int64))
+               .otherwise(pl.coalesce(pl.col("_prev_end"), pl.col("_first"))))
+    tol = pl.when(pl.col("_late")).then((pl.col("_ref") * ABSENT_EXCESS).cast(pl.Int64))
+    rows = miss.select("instance_id", "rank", "step", arrival.alias("arrival_ns"), pl.col("_end").alias("end_ns"),
+                       tol.alias("anchor_tol_ns")).join(
+        hosts.select(pl.col("rank").cast(members.schema["rank"]), "host"), on="rank", how="left")
+    return pl.concat([empty, rows.with_columns(pl.lit(False).alias("gates_compute"), pl.lit(False).alias("compute_overlaps_end"),
+                                               pl.lit(True).alias("absent"))], how="diagonal_relaxed")
+
+
+def _spans_with_absent(span: pl.DataFrame, members: pl.DataFrame, absent: pl.DataFrame) -> pl.DataFrame:
+    """Profiled spans reaching each absent member's last row: a truncated rank without a complete
+    step starts at its first recorded arrival; one with steps keeps its start."""
+    reach = (members.join(absent.select("rank").unique(), on="rank")
+             .group_by("rank").agg(pl.col("arrival_ns").min().alias("_a"), pl.col("end_ns").max().alias("_z")))
+    out = span.join(reach, on="rank", how="full", coalesce=True).with_columns(
+        pl.coalesce(pl.col("s"), pl.col("_a")).alias("s"),
+        pl.max_horizontal(pl.col("e"), pl.col("_z")).alias("e"))
+    return out.select("rank", "s", "e")
 
 
 def _paced_rows(chain: pl.DataFrame, anchor: np.ndarray, prev_row: np.ndarray, queued: np.ndarray, gates: np.ndarray,
@@ -460,7 +581,8 @@ def _like_peers_plan(tl: Timeline, cul_set: set[int]) -> tuple[np.ndarray, np.nd
         return None
     anchors, own_gap = _anchors_like_peers(tl, cul_set)
     ch = tl.chain.with_columns(pl.col("rank").is_in(list(cul_set)).alias("cul"), pl.Series("gap", own_gap))
-    peer = ch.filter(~pl.col("cul")).group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("peer"))
+    measured = ch.filter(~pl.col("cul") & ~pl.col("absent"))  # estimated rows are no peer's pace
+    peer = measured.group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("peer"))
     # a role whose every rank is a culprit (a whole host's tensor-parallel or shard group): the
     # ranks of other roles at the same point of the step doing the same op (their own groups).
     # Pipeline stages do different work by design: there only the stage's other data-parallel
@@ -469,10 +591,10 @@ def _like_peers_plan(tl: Timeline, cul_set: set[int]) -> tuple[np.ndarray, np.nd
     # stage with two replicas has to accept)
     symmetric = not tl.pipelined
     like = ["step", "ordinal", "op"] if symmetric else ["replica", "step", "ordinal", "op"]
-    alike = (ch.filter(~pl.col("cul")).group_by(like)
+    alike = (measured.group_by(like)
              .agg(pl.col("gap").median().alias("alike"), pl.col("role").n_unique().alias("_roles"))
              .filter(pl.col("_roles") >= (2 if symmetric else 1)).drop("_roles"))
-    others = ch.filter(~pl.col("cul")).group_by("pos").agg(pl.col("gap").median().alias("mpeer"))
+    others = measured.group_by("pos").agg(pl.col("gap").median().alias("mpeer"))
     sync = pl.DataFrame({"pos": np.arange(tl.n_instances, dtype=np.uint32), "sync": tl.synchronous},
                         schema={"pos": ch.schema["pos"], "sync": pl.Boolean})
     x = (ch.join(peer, on=["role", "step", "ordinal"], how="left").join(alike, on=like, how="left")
@@ -485,9 +607,9 @@ def _like_peers_plan(tl: Timeline, cul_set: set[int]) -> tuple[np.ndarray, np.nd
     new_gaps = x["new"].to_numpy().astype(np.float64)
     tails = tl.tail.copy()
     for i in np.nonzero(cul)[0]:
-        peers = (~cul) & (tl.tail_role == tl.tail_role[i])
+        peers = (~cul) & ~tl.rank_cut & (tl.tail_role == tl.tail_role[i])
         if not peers.any():
-            peers = ~cul
+            peers = (~cul) & ~tl.rank_cut
         if peers.any():
             tails[i] = min(tl.tail[i], float(np.median(tl.tail[peers])))
     return anchors, own_gap, new_gaps, tails, x["cul"].to_numpy()
@@ -507,10 +629,10 @@ def _anchors_like_peers(tl: Timeline, cul_set: set[int]) -> tuple[np.ndarray, np
     arrived; its gap is then measured from that row's end."""
     anchor = tl.row_anchor.copy()
     gap = tl.row_gap.copy()
-    ch = tl.chain.select("row", "pos", "rank", "role", "step", "ordinal")
+    ch = tl.chain.select("row", "pos", "rank", "role", "step", "ordinal", "absent")
     key = ch.select(pl.col("row").alias("_anc"), pl.col("step").alias("_astep"), pl.col("ordinal").alias("_aord"))
     x = ch.with_columns(pl.Series("_anc", tl.row_anchor)).join(key, on="_anc", how="left")
-    peers = (x.filter(~pl.col("rank").is_in(list(cul_set)) & pl.col("_astep").is_not_null())
+    peers = (x.filter(~pl.col("rank").is_in(list(cul_set)) & ~pl.col("absent") & pl.col("_astep").is_not_null())
              .group_by("role", "step", "ordinal", "_astep", "_aord").agg(pl.len().alias("_n"))
              .sort("_n", descending=True).group_by("role", "step", "ordinal", maintain_order=True).first())
     mine = x.filter(pl.col("rank").is_in(list(cul_set))).join(peers.drop("_n"), on=["role", "step", "ordinal"], how="inner",
@@ -543,7 +665,8 @@ def everyone_like_median(tl: Timeline, *, across_groups: bool = False) -> float:
     a group that is always slower keeps its difference, that is imbalance, not jitter) plus the
     median over roles of their deviation from their level in that step."""
     ch = tl.chain
-    med = ch.group_by("role", "step", "ordinal").agg(pl.col("gap").median().alias("m"), pl.col("op").first())
+    med = (ch.filter(~pl.col("absent")).group_by("role", "step", "ordinal")  # estimated rows are no rank's pace
+           .agg(pl.col("gap").median().alias("m"), pl.col("op").first()))
     symmetric = not tl.pipelined
     if across_groups and symmetric and med["role"].n_unique() >= 2:
         med = med.with_columns(pl.col("m").median().over("role", "ordinal").alias("level"))
@@ -558,7 +681,8 @@ def everyone_like_median(tl: Timeline, *, across_groups: bool = False) -> float:
     tails = tl.tail.copy()
     for r in np.unique(tl.tail_role):
         sel = tl.tail_role == r
-        tails[sel] = np.minimum(tl.tail[sel], np.median(tl.tail[sel]))
+        meas = sel & ~tl.rank_cut
+        tails[sel] = np.minimum(tl.tail[sel], np.median(tl.tail[meas if meas.any() else sel]))
     return lost_fraction_between(replay(tl), replay(tl, gaps=new_gaps, tails=tails), tl.makespan)
 
 

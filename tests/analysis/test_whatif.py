@@ -336,3 +336,71 @@ def test_a_late_rank_with_slow_transfers_gains_both_in_series() -> None:
     only_late = build_timeline(*_ddp(late_ns=6 * MS))
     assert only_late is not None
     assert culprits_like_peers_and_transfers_at(only_late, [2], {}) == pytest.approx(culprits_like_median_peer(only_late, [2]))
+
+
+def _two_level(*, slow_ns: int, steps: int = 4, cut_after: int | None = None, cut: tuple[int, ...] = (1,),
+               local_rounds: int = 1) -> tuple[pl.DataFrame, ...]:
+    """Four ranks on two hosts (HSDP-like): each step every rank computes 10 ms (rank 0
+    ``slow_ns`` more), all-reduces with its host-mate (1 ms once both are there), computes 1 ms,
+    then all-reduces with its replica on the other host (3 ms), then 2 ms of optimizer. Rank 1,
+    rank 0's host-mate, waits for rank 0 at the local all-reduce and so arrives late at its
+    cross-host one, where rank 3 waits for it. ``cut_after``: the traces of the ranks in ``cut``
+    end after that step (a killed rank): their later rows and steps are not recorded. ``local_rounds``: local
+    all-reduces per step (with two, each rank's peer is its host-mate, not its replica)."""
+    compute, local, gap, cross, opt = 10 * MS, 1 * MS, 1 * MS, 3 * MS, 2 * MS
+    groups = {"local": [(0, 1), (2, 3)], "cross": [(0, 2), (1, 3)]}
+    members, instances, windows = [], [], []
+    start = {r: 0 for r in range(4)}
+    iid = 0
+    for step in range(steps):
+        arrive = {r: start[r] + compute + (slow_ns if r == 0 else 0) for r in range(4)}
+        stage_end: dict[int, int] = {}
+        for kind, dur in [("local", local)] * local_rounds + [("cross", cross)]:
+            for g, ranks in enumerate(groups[kind]):
+                end = max(arrive[r] for r in ranks) + dur
+                rows = [{"instance_id": iid, "rank": r, "step": step, "arrival_ns": arrive[r], "end_ns": end}
+                        for r in ranks if cut_after is None or r not in cut or step <= cut_after]
+                members += rows
+                instances.append({"instance_id": iid, "members": len(rows), "group_size": len(ranks), "op": "allreduce",
+                                  "scope": "intra" if kind == "local" else "inter", "bytes": 1 << 20 if kind == "local" else 1 << 24,
+                                  "bus_factor": 1.0, "transfer_ns": end - max((m["arrival_ns"] for m in rows), default=end),
+                                  "step": step, "channel": f"{kind}:{g}"})
+                for r in ranks:
+                    stage_end[r] = end
+                iid += 1
+            arrive = {r: stage_end[r] + gap for r in range(4)}
+        for r in range(4):
+            if cut_after is None or r not in cut or step <= cut_after:
+                windows.append({"rank": r, "start_ns": start[r], "end_ns": stage_end[r] + opt})
+            start[r] = stage_end[r] + opt
+    return (pl.DataFrame(members), pl.DataFrame(instances), pl.DataFrame(windows),
+            pl.DataFrame({"rank": [0, 1, 2, 3], "host": ["a", "a", "b", "b"]}))
+
+
+def test_a_truncated_rank_still_passes_a_straggler_s_delay_on() -> None:
+    """Rank 0 computes 4 ms slower every step; rank 1's trace ends after the first step. Rank 1
+    still took part in every collective: rank 3's cross-host all-reduces waited for it (it waited
+    for rank 0 first), which rank 3 records as a 7 ms "transfer". The absent member's rows put
+    that waiting back, so the straggler's what-if gains what it gains in the complete recording
+    (and the recording still replays to itself)."""
+    from stallscope.analysis.whatif import culprits_like_median_peer
+
+    full = build_timeline(*_two_level(slow_ns=4 * MS))
+    cut = build_timeline(*_two_level(slow_ns=4 * MS, cut_after=0))
+    assert full is not None and cut is not None
+    assert abs(replay(cut) - cut.makespan) <= 1.0
+    truth = culprits_like_median_peer(full, [0])
+    assert truth == pytest.approx(4 * 4 * MS / full.makespan, rel=0.05)
+    assert culprits_like_median_peer(cut, [0]) == pytest.approx(truth, rel=0.05)
+    # the recorded rows alone leave rank 3's waiting as transfer no what-if moves
+    members, instances, windows, hosts = _two_level(slow_ns=4 * MS, cut_after=0)
+    blind = build_timeline(members, instances.drop("group_size"), windows, hosts)
+    assert blind is not None and culprits_like_median_peer(blind, [0]) < 0.8 * truth
+    # an absent member that was not waited for costs nothing: no straggler, nothing to gain
+    calm = build_timeline(*_two_level(slow_ns=0, cut_after=0))
+    assert calm is not None and culprits_like_median_peer(calm, [0]) == pytest.approx(0.0, abs=1e-6)
+    # estimated rows (each came as soon as it could) are no one's pace: with a cut rank on each
+    # host, role medians taken with them would halve every recorded rank's computation
+    paired = build_timeline(*_two_level(slow_ns=0, cut_after=0, cut=(1, 3), local_rounds=2))
+    assert paired is not None and everyone_like_median(paired) == pytest.approx(0.0, abs=1e-6)
+    assert everyone_like_median(cut) == pytest.approx(everyone_like_median(full), abs=0.01)

@@ -151,6 +151,13 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
                                gzip=True, archive="dir", log_style="debug_file", detail="lean", clock_offset_ms=80.0, drift=False,
                                red_herrings=True, graph_subsys=False, culprit_rank=13, culprit_host=3)),
     "truncated": ("healthy", 26, dict(logs="none", truncate=1)),
+    # seed 25000 #0207: HSDP, rank 7 computes 68 % slower; rank 5 of its host is cut in the first
+    # of two steps, and its cross-host replicas waited for it (it waited for rank 7) every step
+    "truncated_straggler": ("two_faults", 2500075207, dict(
+        nodes=4, gpus=4, steps=2, parallelism="hsdp", severity="severe", noise="medium", nccl_version="2.20.5",
+        torch_variant="kineto_2025", metadata=True, seq=True, naming="tensorboard", gzip=False, archive="tar.gz", logs="some",
+        log_style="debug_file", clock_offset_ms=5.0, drift=False, red_herrings=True, graph_subsys=False, truncate=1,
+        culprit_rank=7, culprit_host=1, primary="compute_straggler", secondary="degraded_nic")),
     "few_steps": ("healthy", 27, dict(logs="none", steps=2)),
 }
 

@@ -79,6 +79,8 @@ EXPECTED: dict[str, set[str]] = {
     "p2p_lone_log": {"LOC003"},
     # the culprit's own log is missing: its CPU-side stalls and the collapsed bandwidth name it
     "xsock_other_logs": {"LOC004"},
+    # a truncated rank on the straggler's host (its NIC-degraded secondary costs 0.9 %: unseen)
+    "truncated_straggler": {"SYN001"},
 }
 
 #: job -> input rules that must fire on it
@@ -128,7 +130,7 @@ def test_every_rule_has_a_firing_fixture() -> None:
 
 
 @pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "intermittent_pair", "degraded_logs", "degraded_manifest", "degraded_2hosts", "degraded_2hosts_graph", "degraded_onelog", "p2p_logs", "p2p_lone_log",
-                                  "xsock_nologs"])
+                                  "xsock_nologs", "truncated_straggler"])
 def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
     j = jobs[name]
     top = j.doc["findings"][0]
@@ -140,7 +142,7 @@ def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["compute", "hoststall", "intermittent", "intermittent_pair", "p2p_nologs", "degraded_manifest",
-                                  "degraded_partial_graph"])
+                                  "degraded_partial_graph", "truncated_straggler"])
 def test_lost_time_tracks_the_physics(jobs: Any, name: str) -> None:
     """The what-if of the culprit behaving like its peers recovers the time the generator's own
     what-if (the same job re-run without the fault) says was lost."""
@@ -458,3 +460,28 @@ def test_one_hosts_graph_search_sets_the_expectation(jobs: Any) -> None:
     h = jobs["healthy_onegraph"]
     assert expected_busbw(h.ctx)[1] == "nccl_graph" and not inter_far_below(h.ctx)[0]
 
+
+
+def test_bandwidth_leaves_out_instances_missing_a_cut_member(jobs: Any) -> None:
+    """After rank 5's trace ends, its groups' instances hold 3 of 4 members, and their "transfer"
+    is waiting for it: ``collective_bandwidth`` and the bandwidth rules measure complete
+    instances only. A job without a cut trace loses none."""
+    from stallscope.analysis.collectives import transfer_measured
+
+    sized = (pl.col("members") > 1) & (pl.col("bytes") > 0) & (pl.col("op") != "barrier")
+    # the spec: fewer members than the group declares and than the channel's fullest instance
+    absent = (pl.col("members") < pl.col("group_size")) & (pl.col("members") < pl.col("members").max().over("channel"))
+    for name, cut in (("truncated_straggler", True), ("healthy", False)):
+        j = jobs[name]
+        inst = j.ctx.d.instances.with_columns(absent.fill_null(False).alias("absent"))
+        eligible = inst.filter(sized)
+        counted = int(j.store.sql("SELECT sum(instances) AS n FROM collective_bandwidth")["n"][0])
+        assert counted == eligible.filter(~pl.col("absent")).height, name
+        assert eligible["absent"].any() == cut, name
+        # the rules' selection agrees
+        assert inst.filter(transfer_measured() & pl.col("absent")).height == 0, name
+    inst = jobs["truncated_straggler"].ctx.d.instances.with_columns(absent.fill_null(False).alias("absent")).filter(sized)
+    # the left-out collectives read slower than the same collectives with every member there
+    for op in inst.filter("absent")["op"].unique().to_list():
+        same = inst.filter(pl.col("op") == op)
+        assert same.filter("absent")["busbw_gbps"].median() < same.filter(~pl.col("absent"))["busbw_gbps"].median(), op

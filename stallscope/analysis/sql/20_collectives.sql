@@ -26,7 +26,9 @@ SELECT rank, any_value(host) AS host, count(*) AS instances,
 FROM m GROUP BY job, rank;
 
 -- Bus bandwidth per collective type and scope: what the network delivered once everyone was
--- there (transfer time excludes waiting for late members).
+-- there (transfer time excludes waiting for late members). Instances missing a member whose
+-- trace ended before them (a killed rank: fewer members than the group and than the channel's
+-- fullest instance) are left out: their transfer includes waiting for the absent member.
 -- @column op  collective op
 -- @column scope  intra | inter (members on one host or several)
 -- @column members  group size
@@ -41,6 +43,7 @@ CREATE OR REPLACE VIEW collective_bandwidth AS
 SELECT op, scope, members, bytes, count(*) AS instances,
        median(busbw_gbps) AS busbw_gbps_median, quantile_cont(busbw_gbps, 0.1) AS busbw_gbps_p10,
        median(transfer_ns) / 1e6 AS transfer_ms_median, median(skew_ns) / 1e6 AS skew_ms_median, job
-FROM collective_instances
+FROM (SELECT *, max(members) OVER (PARTITION BY job, channel) AS full_members FROM collective_instances)
 WHERE members > 1 AND bytes IS NOT NULL AND bytes > 0 AND op NOT IN ('barrier')
+  AND NOT coalesce(members < group_size AND members < full_members, false)
 GROUP BY job, op, scope, members, bytes;

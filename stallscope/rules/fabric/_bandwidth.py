@@ -7,6 +7,7 @@ import re
 
 import polars as pl
 
+from stallscope.analysis.collectives import transfer_measured
 from stallscope.rules.context import Context
 from stallscope.rules.placement import connections, log_hosts
 
@@ -49,8 +50,8 @@ def inter_transfers(ctx: Context, *, min_bytes: int = MIN_BW_BYTES, p2p: bool = 
     (with ``p2p``, matched inter-node send/recv pairs too)."""
     ops = BW_OPS + P2P_OPS if p2p else BW_OPS
     return ctx.d.instances.filter(
-        (pl.col("scope") == "inter") & (pl.col("members") > 1) & pl.col("op").is_in(ops)
-        & (pl.col("bytes") >= min_bytes) & (pl.col("transfer_ns") > 0) & pl.col("busbw_gbps").is_not_null())
+        (pl.col("scope") == "inter") & transfer_measured() & pl.col("op").is_in(ops)
+        & (pl.col("bytes") >= min_bytes) & pl.col("busbw_gbps").is_not_null())
 
 
 def arrive_together(df: pl.DataFrame) -> bool:
@@ -334,7 +335,7 @@ def network_bound(ctx: Context) -> tuple[bool, pl.DataFrame, float, bool]:
     inst = ctx.d.instances
     if inst.height == 0:
         return False, inst, 0.0, False
-    inter = inst.filter((pl.col("scope") == "inter") & (pl.col("members") > 1) & (pl.col("transfer_ns") > 0))
+    inter = inst.filter((pl.col("scope") == "inter") & transfer_measured())
     if inter.height == 0:
         return False, inter, 0.0, False
     p2p = inter.filter(pl.col("op").is_in(P2P_OPS))
@@ -392,7 +393,7 @@ def transfers_scaled(ctx: Context, factor: float) -> dict[int, float]:
     # without message sizes (older traces), a transfer of 0.5 ms or more is bandwidth-bound:
     # inter-node collective latency is tens of microseconds
     inst = ctx.d.instances.filter(
-        (pl.col("scope") == "inter") & (pl.col("members") > 1) & pl.col("op").is_in(BW_OPS + P2P_OPS) & (pl.col("transfer_ns") > 0)
+        (pl.col("scope") == "inter") & transfer_measured() & pl.col("op").is_in(BW_OPS + P2P_OPS)
         & ((pl.col("bytes") >= 64 << 10) | (pl.col("bytes").is_null() & (pl.col("transfer_ns") >= UNSIZED_BW_NS))))
     pos_of = {int(i): p for p, i in enumerate(tl.inst_ids.tolist())}
     return {pos_of[int(i)]: float(t) / factor for i, t in inst.select("instance_id", "transfer_ns").iter_rows() if int(i) in pos_of}

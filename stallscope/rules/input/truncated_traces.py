@@ -16,8 +16,11 @@ class TruncatedTraces(Rule):
         rest is lost.
 
     Why it slows the job:
-        It does not; but the cut rank's last steps are missing, so lateness and waiting in those
-        steps are invisible, and a rank killed first may be the one that hung.
+        It does not; but the cut rank's last steps are missing, so its own work in those steps is
+        invisible, and a rank killed first may be the one that hung. Its collectives after the
+        cut are not lost to the analysis: the other members recorded them, and the what-if
+        replay gives the cut rank a row in each, its arrival estimated from how long they waited
+        (``whatif.absent_members``); bandwidth is measured on complete instances only.
 
     Evidence it cites:
         ``ranks.truncated`` and the byte offsets in ``ingest_warnings``.
@@ -41,7 +44,8 @@ class TruncatedTraces(Rule):
         ranks = t["rank"].to_list()
         return [Finding(rule=self.code, cause=self.cause, title=f"{len(ranks)} rank trace(s) are truncated",
                         summary=f"The traces of rank(s) {ranks_text(ranks)} end before their JSON does (a killed job); every "
-                                f"complete event was kept, later steps of those ranks are missing.",
+                                f"complete event was kept, later steps of those ranks are missing (where the traces declare group sizes, "
+                                f"their collectives after the cut are estimated from how long the other members waited).",
                         ranks=ranks, hosts=sorted(set(t["host"].to_list())), lost_time_fraction=None, confidence=1.0,
                         evidence=[Evidence("truncated traces and where they were cut",
                                            f"SELECT file, rank, message, byte_offset FROM ingest_warnings WHERE {ctx.where} "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from stallscope.analysis.collectives import transfer_measured
 from stallscope.rules.context import Context
 
 #: a host's intra-node bandwidth below this share of its peers' is "below peers"
@@ -24,7 +25,7 @@ _SCHEMA = {"host": pl.String, "ratio": pl.Float64, "n": pl.UInt32, "busbw": pl.F
 def _intra_instances(ctx: Context) -> pl.DataFrame:
     """Multi-member intra-node instances with their host and a ``shape`` key: instances of one
     shape move the same bytes."""
-    inst = ctx.d.instances.filter((pl.col("scope") == "intra") & (pl.col("members") > 1) & (pl.col("transfer_ns") > 0))
+    inst = ctx.d.instances.filter((pl.col("scope") == "intra") & transfer_measured())
     if inst.height == 0:
         return inst.with_columns(pl.lit(None, dtype=pl.String).alias("host"), pl.lit(None, dtype=pl.String).alias("shape"))
     host_of_inst = ctx.d.members.group_by("instance_id").agg(pl.col("host").first(), pl.col("arrival_ns").min().alias("_a"))
