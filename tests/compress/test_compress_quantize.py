@@ -84,3 +84,19 @@ def test_export_failure_is_one_clear_line(tmp_path):
     assert message.startswith("ONNX export of the model failed:")
     assert "bessel_j0" in message
     assert "\n" not in message and "\x1b" not in message
+
+
+def test_int8_saturation_follows_the_cpu_flags():
+    """x86 without VNNI sums uint8 x int8 products in int16 (saturating): 7-bit weights there."""
+    import platform
+
+    from stallscope.compress.quantize import int8_products_saturate
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        assert not int8_products_saturate("flags\t\t: fp asimd\n")
+        return
+    assert int8_products_saturate("processor\t: 0\nflags\t\t: fpu sse4_2 avx avx2 fma\n")
+    assert int8_products_saturate("flags\t\t: avx2 avx512f avx512bw\n")  # AVX-512 without VNNI saturates too
+    assert not int8_products_saturate("flags\t\t: avx2 avx512f avx512_vnni\n")
+    assert not int8_products_saturate("flags\t\t: avx2 avx_vnni\n")
+    assert int8_products_saturate("")  # flags unknown: the safe choice
