@@ -274,9 +274,10 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
     other communicators' instances, where the straggler holds it), so a what-if that speeds the
     straggler moves it too. They are no measure of anyone's pace: the medians that what-ifs give
     culprits (their peers') and every rank (its role's) leave them out, and a cut rank's tail.
-    Only ranks seen in the communicator earlier (the channel's member
-    set, as large as the group) and missing from instances after their last recorded end are
-    added; point-to-point pairs and instances without a declared group size are left as recorded."""
+    Only ranks seen in the communicator earlier (the channel's member set, as large as the group)
+    and missing from instances after their last recorded end are added; point-to-point pairs and
+    instances without a declared group size are left as recorded. (Per-instance arrivals and ends
+    are taken from ``members``, not ``instances``, so hand-built tables need only the group size.)"""
     from stallscope.analysis.collectives import P2P_OPS
 
     empty = members.clear()
