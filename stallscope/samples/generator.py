@@ -130,6 +130,8 @@ def generate(scenario: str, *, out: str | Path, seed: int, name: str | None = No
     if bad:
         raise UsageError(f"unknown knob(s): {', '.join(bad)}; known: {', '.join(Knobs.names())}")
     k = resolve_knobs(scenario, Knobs(**knobs), np.random.default_rng([seed, 1]))
+    if k.drop is None:  # its own stream: the other knobs of a seed stay what they were before it existed
+        k.drop = 1 if np.random.default_rng([seed, 13]).random() < 0.05 else 0
     name = name or f"{scenario}-s{seed}"
     dest = Path(out) / name
     if k.nodes is None or k.nodes < 1 or k.gpus not in (1, 2, 4, 8):
@@ -328,6 +330,12 @@ def _write_files(job: Job, spec: ModelSpec, final: SimResult, eff: F.Effects, fa
     pool = [r for r in range(job.world) if r not in culprits]
     cut_ranks = sorted(int(x) for x in rng.choice(pool, min(len(pool), int(k.truncate or 0)), replace=False)) if pool else []
     truncated: dict[str, int] = {}
+    # traces lost (a rank that never wrote one, a file not collected); the rank still ran, so its
+    # NCCL log is kept. Never a culprit's, unless every rank is one (a job-wide fault)
+    lost_pool = [r for r in (pool or range(job.world)) if r not in cut_ranks]
+    drng = np.random.default_rng([seed, 14])
+    lost = (sorted(int(x) for x in drng.choice(lost_pool, min(len(lost_pool), int(k.drop)), replace=False))
+            if k.drop and lost_pool else [])
     for r in range(job.world):
         rec = final.records[r]
         rk = job.ranks[r]
@@ -347,6 +355,8 @@ def _write_files(job: Job, spec: ModelSpec, final: SimResult, eff: F.Effects, fa
         wall = clocks[rk.host](t_end) + int(rng.integers(50_000_000, 900_000_000))
         path = B.trace_path(str(k.naming), rank=r, host=host.name, pid=rk.pid, wall_ns=wall, gz=bool(k.gzip), old=old,
                             rng=rng, layout=layout)
+        if r in lost:
+            continue  # after every draw of the rank: the other ranks' files are as without the loss
         files[path] = B.write_gz(text) if k.gzip else text
         trace_paths[str(r)] = path
     # NCCL logs
@@ -394,7 +404,7 @@ def _write_files(job: Job, spec: ModelSpec, final: SimResult, eff: F.Effects, fa
     info = {"format": k.archive, "gzip": k.gzip, "naming": k.naming, "layout": layout, "traces": trace_paths,
             "logs": k.logs, "log_style": k.log_style if log_hosts else None,
             "log_hosts": [job.hosts[h].name for h in log_hosts], "nccl_logs": log_paths,
-            "truncated_traces": truncated,
+            "truncated_traces": truncated, "missing_traces": lost,
             "host_recoverable_from": _host_sources(k, bool(log_hosts))}
     ev = [_evidence(f, job, k, set(log_hosts)) for f in faults]
     for fd, e in zip(truth.faults, ev):
