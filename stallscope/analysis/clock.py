@@ -292,24 +292,27 @@ def infer_hosts(offsets: pl.DataFrame, ranks: pl.DataFrame) -> dict[int, str]:
     divisor of the world size, 2-64), the blocks' offset ranges are compared: the largest G whose
     worst block range stays within twice the worst range at the previous candidate (and within
     1 ms) is taken — merging two hosts into one block makes the range jump by the hosts' clock
-    difference (µs for PTP-synchronized clocks, ms to days otherwise). Returns rank -> inferred
+    difference (µs for PTP-synchronized clocks, ms to days otherwise). A few ranks may be missing
+    (no trace: at most a quarter of the world, the largest rank + 1 or the declared
+    ``world_size``): the blocks are then judged on the ranks they hold. Returns rank -> inferred
     host, or {} when no block size fits."""
     o = offsets.filter(pl.col("method").is_in(["reference", "collective_end", "a2a", "p2p"])).select("host", "offset_ns")
     unknown = ranks.filter(pl.col("host").is_null())["rank"].to_list()
     off = {int(h[5:]): float(v) for h, v in o.iter_rows() if h.startswith("rank-")}
-    n = ranks.height
-    if len(unknown) != n or len(off) != n or n < 4:
+    if len(unknown) != ranks.height or set(off) != {int(r) for r in unknown} or len(off) < 4:
         return {}
-    order = sorted(off)
-    if order != list(range(n)):
+    declared = ranks["world_size"].max() if "world_size" in ranks.columns else None
+    n = max(max(off) + 1, int(declared) if declared is not None else 0)  # type: ignore[arg-type]
+    if len(off) < 0.75 * n:
         return {}
     best = None
     prev_range = None
     for g in [g for g in range(2, min(64, n // 2) + 1) if n % g == 0]:
-        worst = max(max(off[r] for r in range(b, b + g)) - min(off[r] for r in range(b, b + g)) for b in range(0, n, g))
+        blocks = [[off[r] for r in range(b, b + g) if r in off] for b in range(0, n, g)]
+        worst = max(max(v) - min(v) for v in blocks if v)
         if worst > 1_000_000 or (prev_range is not None and worst > 2 * max(prev_range, 200.0)):
             break
         best, prev_range = g, worst
     if best is None or best == n:
         return {}
-    return {r: inferred_host(r, best) for r in range(n)}
+    return {r: inferred_host(r, best) for r in sorted(off)}

@@ -260,17 +260,61 @@ def _place_singles(groups: dict[int, list[int]], single: list[int], host: dict[i
     return {min(v): v for v in groups.values()}
 
 
+#: present members' transfer must exceed the reference by this share for an absent member to have
+#: come last (transfers of one collective vary by a few per cent from instance to instance)
+ABSENT_EXCESS = 0.25
+
+
+def declared_ranks() -> pl.Expr:
+    """The ranks a ``pg:<name>:<r0,r1,...>`` channel names (``Process Group Ranks``), as a list;
+    null for channels that name none (older traces, ``stream:``, ``p2p:``)."""
+    return (pl.col("channel").str.extract(r"^pg:.*:([0-9]+(?:,[0-9]+)*)$", 1).str.split(",")
+            .cast(pl.List(pl.Int64)))
+
+
+def group_width() -> pl.Expr:
+    """How many ranks a collective instance's group holds: the declared group size (a group with a
+    rank missing from the bundle moves the bytes of its full size), the members found for
+    point-to-point pairs (their declared size is their process group's) and when none is declared."""
+    return (pl.when(pl.col("op").is_in(P2P_OPS)).then(pl.col("members"))
+            .otherwise(pl.coalesce(pl.col("group_size"), pl.col("members"))).alias("width"))
+
+
 def transfer_measured() -> pl.Expr:
     """Instances (``collective_instances`` rows) whose ``transfer_ns`` is the time to move the
-    bytes: two or more members, a transfer, and no member absent. A member whose trace ended
-    before the collective (a killed rank) still took part in it; the present members' "transfer"
-    then includes waiting for it, which is no bandwidth (a straggler's delay reaching the cut
-    rank would read as a slow link on its host). An instance lacks a member when it has fewer
-    than its declared group size *and* than its channel's fullest instance, so a group size the
-    trace misstates does not blank a whole communicator."""
+    bytes: two or more members, a transfer, and no member ``absent`` (:func:`with_absent`)."""
     n = pl.col("members")
-    absent = ((n < pl.col("group_size")) & (n < n.max().over("channel"))).fill_null(False)
-    return (n > 1) & (pl.col("transfer_ns") > 0) & ~absent
+    return (n > 1) & (pl.col("transfer_ns") > 0) & ~pl.col("absent").fill_null(False)
+
+
+def with_absent(inst: pl.DataFrame, present: pl.Series) -> pl.DataFrame:
+    """Add ``absent``: a member the group declares has no row in the instance and may have come
+    last, so the present members' "transfer" (from their last arrival to the end) may include
+    waiting for it, which is no bandwidth (a straggler's delay reaching the missing rank would
+    read as a slow link on the hosts of its group).
+
+    Two ways a member goes missing. Its trace ended before the collective (a killed rank, a trace
+    cut mid-write): the instance has fewer members than its declared group size *and* than its
+    channel's fullest instance (so a group size the trace misstates does not blank a whole
+    communicator). Or the rank left no trace at all (a file lost, a rank that never wrote one):
+    every instance of its communicator lacks it, so the channel's fullest instance lacks it too;
+    the channel's ``Process Group Ranks`` then name a rank with no collective in the bundle
+    (``present``), and its instances are absent where their transfer exceeds the median transfer
+    of complete instances of the same op, size and group size (other groups where everyone was
+    recorded) by more than :data:`ABSENT_EXCESS`: the missing rank came last there. Without such
+    a reference the transfers are kept (every group lacks a member: the best measure there is;
+    ING001 says the rank is missing)."""
+    n, g = pl.col("members"), pl.col("group_size")
+    short = (n < g).fill_null(False)
+    cut = short & (n < n.max().over("channel"))
+    decl = declared_ranks()
+    unseen = ((decl.list.len() == g) & (decl.list.set_difference(pl.lit(present.cast(pl.Int64).unique().implode()))
+                                         .list.len() > 0)).fill_null(False)
+    ref = (inst.filter((n == g) & (pl.col("transfer_ns") > 0))
+           .group_by("op", "bytes", "group_size").agg(pl.col("transfer_ns").median().alias("_ref")))
+    late = (pl.col("transfer_ns") > pl.col("_ref") * (1 + ABSENT_EXCESS)).fill_null(False)
+    return (inst.join(ref, on=["op", "bytes", "group_size"], how="left", nulls_equal=True)
+            .with_columns((cut | (short & unseen & late)).alias("absent")).drop("_ref"))
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -342,6 +386,7 @@ def instances_and_members(rows: pl.DataFrame, offsets: pl.DataFrame) -> tuple[pl
     algbw = pl.when(pl.col("transfer_ns") > 0).then(pl.col("bytes") / pl.col("transfer_ns")).otherwise(None)
     inst = inst.with_columns(factor.alias("bus_factor"), algbw.alias("algbw_gbps")).with_columns(
         (pl.col("algbw_gbps") * pl.col("bus_factor")).alias("busbw_gbps"))
+    inst = with_absent(inst, m["rank"])
     members = m.select("instance_id", "rank", "host", "step", "arrival_ns", "end_ns", "wait_ns", "transfer_ns", "is_last", "cpu_start_ns")
     return inst, members
 

@@ -28,7 +28,7 @@ def _collectives_and_clocks(con: duckdb.DuckDBPyConnection) -> dict[str, pa.Tabl
     from stallscope.store.queries import arrow_of
 
     rows = match_rows(con)
-    ranks: pl.DataFrame = pl.from_arrow(arrow_of(con.sql("SELECT rank, host, base_time_ns, trace_start_ns FROM ranks")))  # type: ignore[assignment]
+    ranks: pl.DataFrame = pl.from_arrow(arrow_of(con.sql("SELECT rank, host, base_time_ns, trace_start_ns, world_size FROM ranks")))  # type: ignore[assignment]
     offsets = estimate_offsets(rows, ranks)
     out: dict[str, pa.Table] = {}
     if ranks.height and ranks["host"].null_count() == ranks.height:

@@ -238,14 +238,9 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
                     makespan=float(end.max() - start.min()), attrs=attrs, chain=chain, tail_role=tail_role, rank_cut=rank_cut)
 
 
-#: present members' transfer must exceed the reference by this share for an absent member to have
-#: come last (transfers of one collective vary by a few per cent from instance to instance)
-ABSENT_EXCESS = 0.25
-
-
 def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.DataFrame) -> pl.DataFrame:
     """Rows for members whose traces ended before the collective (a killed rank, a trace cut
-    mid-write): the collective still waited for them.
+    mid-write), or that left no trace at all (a file lost): the collective still waited for them.
 
     A truncated rank is in every collective of its communicators after the cut, but its trace
     holds none of them, so each such instance shows fewer members than its group. Its present
@@ -266,7 +261,8 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
     own reduce-scatter ended, and anchored on the all-reduce before it missed the straggler's
     delay). Otherwise no record says when it came, only that it was not last: it is taken to
     have arrived as soon as its own previous collective ended (no later than the last present
-    member), so it never holds a what-if back that its own anchors do not. Not a copy of a present
+    member; before its first row, at the earliest arrival of any member), so it never holds a
+    what-if back that its own anchors do not. Not a copy of a present
     member's arrival: in a straggler's own group the last present member is the straggler, and
     an absent member that copied it would be a second straggler no what-if of the first removes.
 
@@ -274,11 +270,14 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
     other communicators' instances, where the straggler holds it), so a what-if that speeds the
     straggler moves it too. They are no measure of anyone's pace: the medians that what-ifs give
     culprits (their peers') and every rank (its role's) leave them out, and a cut rank's tail.
-    Only ranks seen in the communicator earlier (the channel's member set, as large as the group)
-    and missing from instances after their last recorded end are added; point-to-point pairs and
+    Only members of the communicator (the ranks seen in it, or those its ``Process Group Ranks``
+    name: a rank without a trace is seen nowhere), when the set is as large as the group, and only
+    instances after their last recorded end (any instance, for a rank with none) get a row. A rank
+    without a trace has no host in the bundle and no steps: its rows are its whole timeline,
+    no measure of anyone. Point-to-point pairs and
     instances without a declared group size are left as recorded. (Per-instance arrivals and ends
     are taken from ``members``, not ``instances``, so hand-built tables need only the group size.)"""
-    from stallscope.analysis.collectives import P2P_OPS
+    from stallscope.analysis.collectives import ABSENT_EXCESS, P2P_OPS, declared_ranks
 
     empty = members.clear()
     if "group_size" not in instances.columns or members.height == 0:
@@ -288,7 +287,17 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
     if inst.height == 0:
         return empty
     mc = members.select("instance_id", "rank", "end_ns").join(instances.select("instance_id", "channel"), on="instance_id")
-    chan = mc.group_by("channel").agg(pl.col("rank").unique().alias("_set")).filter(pl.col("_set").list.len() > 1)
+    # the channel's members: those recorded in it, and those its Process Group Ranks name (a rank
+    # that left no trace at all is in none of its instances)
+    named = (instances.select("channel", "group_size").unique("channel")
+             .with_columns(declared_ranks().alias("_named"))
+             .filter(pl.col("_named").list.len() == pl.col("group_size")).select("channel", "_named"))
+    chan = (mc.group_by("channel").agg(pl.col("rank").unique().alias("_set"))
+            .join(named, on="channel", how="left")
+            .with_columns(pl.when(pl.col("_named").is_not_null() & (pl.col("_set").list.set_difference("_named").list.len() == 0))
+                          .then(pl.col("_named").cast(pl.List(mc.schema["rank"]))).otherwise(pl.col("_set")).alias("_set"))
+            .drop("_named").filter(pl.col("_set").list.len() > 1))
+    # when each rank was last seen; one that left no collective at all, never (every instance is after it)
     seen = mc.group_by("rank").agg(pl.col("end_ns").max().alias("_seen"))
     present = (members.group_by("instance_id")
                .agg(pl.col("rank").alias("_present"), pl.col("arrival_ns").min().alias("_first"),
@@ -305,8 +314,8 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
             .with_columns(pl.col("_set").list.set_difference("_present").alias("rank"))
             .explode("rank").drop_nulls("rank")
             .with_columns(pl.col("rank").cast(members.schema["rank"]))
-            .join(seen, on="rank")
-            .filter(pl.col("_first") > pl.col("_seen"))  # after its trace ended: not a matching gap
+            .join(seen, on="rank", how="left")
+            .filter(pl.col("_seen").is_null() | (pl.col("_first") > pl.col("_seen")))  # after its trace ended: not a matching gap
             .join(ref, on=["op", "bytes", "group_size"], how="left", nulls_equal=True)
             .with_columns(late.alias("_late")))
     if miss.height == 0:
@@ -318,7 +327,8 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
     miss = (miss.sort("_last")
             .join_asof(ends, left_on="_last", right_on="_prev_end", by="rank", strategy="backward", check_sortedness=False))
     arrival = (pl.when(pl.col("_late")).then(pl.col("_end") - pl.col("_ref").cast(pl.Int64))
-               .otherwise(pl.coalesce(pl.col("_prev_end"), pl.col("_first"))))
+               # before its first row: as soon as anyone (a rank without a trace has no start of its own)
+               .otherwise(pl.coalesce(pl.col("_prev_end"), pl.lit(members["arrival_ns"].min())).cast(pl.Int64)))
     tol = pl.when(pl.col("_late")).then((pl.col("_ref") * ABSENT_EXCESS).cast(pl.Int64))
     rows = miss.select("instance_id", "rank", "step", arrival.alias("arrival_ns"), pl.col("_end").alias("end_ns"),
                        tol.alias("anchor_tol_ns")).join(

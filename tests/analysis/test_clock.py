@@ -110,3 +110,25 @@ def test_all_to_alls_only_bracket_the_offset() -> None:
     assert off.filter(pl.col("host") == "b")["method"][0] == "a2a"
     assert abs(got["b"] - (-truth["b"])) <= off.filter(pl.col("host") == "b")["spread_ns"][0] + 10_000
     assert abs(got["b"] - (-truth["b"])) < 3_000_000  # closer than the end times' 3-6 ms lag would put it
+
+
+def test_hosts_are_inferred_around_a_rank_without_a_trace() -> None:
+    """Ranks 0-3 and 4-7 share a clock each (5 ms apart); rank 6 left no trace. The blocks are
+    judged on the ranks they hold, so the world (the largest rank + 1, or the declared size) still
+    splits into two hosts of four; with a quarter of the world or more missing, no guess."""
+    from stallscope.analysis.clock import infer_hosts
+
+    def case(present: list[int], world: int | None) -> dict[int, str]:
+        off = pl.DataFrame({"host": [f"rank-{r}" for r in present],
+                            "offset_ns": [(0 if r < 4 else 5_000_000) + (0, 150, 80, 120)[r % 4] for r in present],
+                            "method": ["collective_end"] * len(present)})
+        ranks = pl.DataFrame({"rank": present, "host": [None] * len(present), "world_size": [world] * len(present)},
+                             schema={"rank": pl.Int64, "host": pl.String, "world_size": pl.Int32})
+        return infer_hosts(off, ranks)
+
+    got = case([0, 1, 2, 3, 4, 5, 7], None)
+    assert got == {0: "host-of-ranks-0-3", 1: "host-of-ranks-0-3", 2: "host-of-ranks-0-3", 3: "host-of-ranks-0-3",
+                   4: "host-of-ranks-4-7", 5: "host-of-ranks-4-7", 7: "host-of-ranks-4-7"}
+    # the last rank missing: the declared world size keeps the blocks whole
+    assert case([0, 1, 2, 3, 4, 5, 6], 8)[6] == "host-of-ranks-4-7"
+    assert case([0, 1, 2, 4, 5], 8) == {}

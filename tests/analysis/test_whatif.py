@@ -339,14 +339,16 @@ def test_a_late_rank_with_slow_transfers_gains_both_in_series() -> None:
 
 
 def _two_level(*, slow_ns: int, steps: int = 4, cut_after: int | None = None, cut: tuple[int, ...] = (1,),
-               local_rounds: int = 1) -> tuple[pl.DataFrame, ...]:
+               local_rounds: int = 1, named: bool = False) -> tuple[pl.DataFrame, ...]:
     """Four ranks on two hosts (HSDP-like): each step every rank computes 10 ms (rank 0
     ``slow_ns`` more), all-reduces with its host-mate (1 ms once both are there), computes 1 ms,
     then all-reduces with its replica on the other host (3 ms), then 2 ms of optimizer. Rank 1,
     rank 0's host-mate, waits for rank 0 at the local all-reduce and so arrives late at its
     cross-host one, where rank 3 waits for it. ``cut_after``: the traces of the ranks in ``cut``
     end after that step (a killed rank): their later rows and steps are not recorded. ``local_rounds``: local
-    all-reduces per step (with two, each rank's peer is its host-mate, not its replica)."""
+    all-reduces per step (with two, each rank's peer is its host-mate, not its replica). ``named``:
+    channels named as traces with ``Process Group Ranks`` name them (``pg:<name>:<ranks>``); with
+    ``cut_after=-1`` the ranks in ``cut`` left no trace at all."""
     compute, local, gap, cross, opt = 10 * MS, 1 * MS, 1 * MS, 3 * MS, 2 * MS
     groups = {"local": [(0, 1), (2, 3)], "cross": [(0, 2), (1, 3)]}
     members, instances, windows = [], [], []
@@ -364,7 +366,8 @@ def _two_level(*, slow_ns: int, steps: int = 4, cut_after: int | None = None, cu
                 instances.append({"instance_id": iid, "members": len(rows), "group_size": len(ranks), "op": "allreduce",
                                   "scope": "intra" if kind == "local" else "inter", "bytes": 1 << 20 if kind == "local" else 1 << 24,
                                   "bus_factor": 1.0, "transfer_ns": end - max((m["arrival_ns"] for m in rows), default=end),
-                                  "step": step, "channel": f"{kind}:{g}"})
+                                  "step": step,
+                                  "channel": f"pg:{kind}{g}:{','.join(map(str, ranks))}" if named else f"{kind}:{g}"})
                 for r in ranks:
                     stage_end[r] = end
                 iid += 1
@@ -404,3 +407,23 @@ def test_a_truncated_rank_still_passes_a_straggler_s_delay_on() -> None:
     paired = build_timeline(*_two_level(slow_ns=0, cut_after=0, cut=(1, 3), local_rounds=2))
     assert paired is not None and everyone_like_median(paired) == pytest.approx(0.0, abs=1e-6)
     assert everyone_like_median(cut) == pytest.approx(everyone_like_median(full), abs=0.01)
+
+
+def test_a_rank_without_a_trace_still_passes_a_straggler_s_delay_on() -> None:
+    """As above, but rank 1 left no trace at all: it is in none of its groups' instances, so
+    nothing records when it was last seen. Its groups' ``Process Group Ranks`` still name it, so
+    it gets estimated rows in every instance, and the straggler's what-if gains what it gains in
+    the complete recording. Channels that name no ranks give nothing to estimate from."""
+    from stallscope.analysis.whatif import culprits_like_median_peer
+
+    full = build_timeline(*_two_level(slow_ns=4 * MS, named=True))
+    gone = build_timeline(*_two_level(slow_ns=4 * MS, cut_after=-1, named=True))
+    assert full is not None and gone is not None
+    assert 1 in gone.ranks.tolist() and bool(gone.rank_cut[gone.ranks.tolist().index(1)])
+    assert abs(replay(gone) - gone.makespan) <= 1.0
+    truth = culprits_like_median_peer(full, [0])
+    assert culprits_like_median_peer(gone, [0]) == pytest.approx(truth, rel=0.05)
+    blind = build_timeline(*_two_level(slow_ns=4 * MS, cut_after=-1))
+    assert blind is not None and culprits_like_median_peer(blind, [0]) < 0.8 * truth
+    calm = build_timeline(*_two_level(slow_ns=0, cut_after=-1, named=True))
+    assert calm is not None and culprits_like_median_peer(calm, [0]) == pytest.approx(0.0, abs=1e-6)

@@ -26,7 +26,7 @@ from stallscope.rules.base import Finding
 from stallscope.samples import generate
 from stallscope.store.queries import Store
 
-BASE: dict[str, Any] = dict(nodes=2, gpus=4, steps=5, detail="lean", noise="low", truncate=0, clock_offset_ms=30.0)
+BASE: dict[str, Any] = dict(nodes=2, gpus=4, steps=5, detail="lean", noise="low", truncate=0, drop=0, clock_offset_ms=30.0)
 
 #: name -> (scenario, seed, knobs); the seeds are fixed so every run sees the same jobs
 JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
@@ -161,6 +161,24 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     "few_steps": ("healthy", 27, dict(logs="none", steps=2)),
 }
 
+#: jobs of which one rank left no trace at all (its file lost): name -> (like, seed, knobs, rank dropped)
+MISSING: dict[str, tuple[str, int, dict[str, Any], int]] = {
+    # the straggler's host-mate (rank 5) is missing: its replica groups wait on it, as it waited on
+    # rank 7 (an intra-host group) every step; the others' transfers there include that wait
+    "missing_straggler": ("truncated_straggler", 2500075207, dict(truncate=0, archive="dir"), 5),
+    # seed 26000 #0008: P2P off on node-00; node-01 has 3 of its 4 TP ranks, so its groups hold 3
+    # members yet move a 4-rank group's bytes (intra-node speed compares groups by declared size)
+    "missing_p2p": ("p2p_nologs", 2600078008, dict(
+        steps=8, severity="subtle", nccl_version="2.21.5", torch_variant="kineto_2025", metadata=True, seq=True, naming="rank",
+        archive="dir", detail="full", drift=False, red_herrings=True, graph_subsys=True, culprit_rank=2, culprit_host=0), 4),
+    # seed 26000 #0062: healthy; rank 9 missing leaves its host 3 traces, yet 4 GPUs: a 4-rank
+    # single-node graph search there is no multi-node one (NCCL 2.20 prints no nNodes)
+    "missing_graph": ("healthy", 2600078062, dict(
+        nodes=3, steps=12, parallelism="hsdp", severity="moderate", nccl_version="2.20.5", torch_variant="kineto_2025",
+        metadata=True, seq=True, naming="rank", archive="dir", logs="some", log_style="debug_file", clock_offset_ms=80.0,
+        drift=True, red_herrings=True, graph_subsys=True, culprit_rank=6, culprit_host=1), 9),
+}
+
 
 @dataclass
 class Job:
@@ -282,6 +300,9 @@ class Jobs:
             d.mkdir(parents=True, exist_ok=True)
             if name in JOBS:
                 self._jobs[name] = _generated(name, d)
+            elif name in MISSING:
+                like, seed, knobs, rank = MISSING[name]
+                self._jobs[name] = _generated(name, d, _drop_rank(rank), like=like, seed=seed, **knobs)
             elif name == "missing_rank":
                 self._jobs[name] = _generated(name, d, _drop_rank(5), like="healthy")
             elif name == "corrupt_file":

@@ -81,12 +81,19 @@ EXPECTED: dict[str, set[str]] = {
     "xsock_other_logs": {"LOC004"},
     # a truncated rank on the straggler's host (its NIC-degraded secondary costs 0.9 %: unseen)
     "truncated_straggler": {"SYN001"},
+    # one rank without any trace (each beside the culprit, or in a healthy job): the same answer
+    "missing_straggler": {"SYN001"},
+    "missing_p2p": {"LOC002"},
+    "missing_graph": set(),
 }
 
 #: job -> input rules that must fire on it
 INPUT: dict[str, set[str]] = {
     "healthy": set(),
     "missing_rank": {"ING001"},
+    "missing_straggler": {"ING001", "ING004"},
+    "missing_p2p": {"ING001"},
+    "missing_graph": {"ING001"},
     "truncated": {"ING002"},
     "mixed_runs": {"ING003"},
     "few_steps": {"ING004"},
@@ -130,7 +137,7 @@ def test_every_rule_has_a_firing_fixture() -> None:
 
 
 @pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "intermittent_pair", "degraded_logs", "degraded_manifest", "degraded_2hosts", "degraded_2hosts_graph", "degraded_onelog", "p2p_logs", "p2p_lone_log",
-                                  "xsock_nologs", "truncated_straggler"])
+                                  "xsock_nologs", "truncated_straggler", "missing_straggler", "missing_p2p"])
 def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
     j = jobs[name]
     top = j.doc["findings"][0]
@@ -142,7 +149,7 @@ def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["compute", "hoststall", "intermittent", "intermittent_pair", "p2p_nologs", "degraded_manifest",
-                                  "degraded_partial_graph", "truncated_straggler"])
+                                  "degraded_partial_graph", "truncated_straggler", "missing_straggler", "missing_p2p"])
 def test_lost_time_tracks_the_physics(jobs: Any, name: str) -> None:
     """The what-if of the culprit behaving like its peers recovers the time the generator's own
     what-if (the same job re-run without the fault) says was lost."""

@@ -26,12 +26,14 @@ SELECT rank, any_value(host) AS host, count(*) AS instances,
 FROM m GROUP BY job, rank;
 
 -- Bus bandwidth per collective type and scope: what the network delivered once everyone was
--- there (transfer time excludes waiting for late members). Instances missing a member whose
--- trace ended before them (a killed rank: fewer members than the group and than the channel's
--- fullest instance) are left out: their transfer includes waiting for the absent member.
+-- there (transfer time excludes waiting for late members). Instances where a declared member has
+-- no row and may have come last (``absent``: its trace ended before them, or it left no trace and
+-- the transfer exceeds that of complete groups) are left out: their transfer includes waiting
+-- for the absent member. Groups are counted at their declared size, so a group with a rank
+-- missing compares with its complete peers.
 -- @column op  collective op
 -- @column scope  intra | inter (members on one host or several)
--- @column members  group size
+-- @column members  group size (declared; members found for point-to-point and when the trace declares none)
 -- @column bytes  message size (bytes, nccl-tests convention)
 -- @column instances  instances of this (op, scope, members, bytes)
 -- @column busbw_gbps_median  (GB/s) median bus bandwidth
@@ -43,7 +45,8 @@ CREATE OR REPLACE VIEW collective_bandwidth AS
 SELECT op, scope, members, bytes, count(*) AS instances,
        median(busbw_gbps) AS busbw_gbps_median, quantile_cont(busbw_gbps, 0.1) AS busbw_gbps_p10,
        median(transfer_ns) / 1e6 AS transfer_ms_median, median(skew_ns) / 1e6 AS skew_ms_median, job
-FROM (SELECT *, max(members) OVER (PARTITION BY job, channel) AS full_members FROM collective_instances)
-WHERE members > 1 AND bytes IS NOT NULL AND bytes > 0 AND op NOT IN ('barrier')
-  AND NOT coalesce(members < group_size AND members < full_members, false)
+FROM (SELECT * EXCLUDE (members), members AS found,
+             CASE WHEN op IN ('send', 'recv', 'sendrecv') THEN members ELSE coalesce(group_size, members) END AS members
+      FROM collective_instances)
+WHERE found > 1 AND bytes IS NOT NULL AND bytes > 0 AND op NOT IN ('barrier') AND NOT coalesce(absent, false)
 GROUP BY job, op, scope, members, bytes;

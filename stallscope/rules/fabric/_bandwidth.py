@@ -181,7 +181,8 @@ def _graph_searches(ctx: Context) -> pl.DataFrame:
     nearest communicator line (``nRanks ... nNodes``, ``Init START``/``COMPLETE``) printed by the
     same thread of the same process; it spans nodes when ``nNodes > 1``, or (older NCCL) when it
     has more ranks than the host has GPUs. A search with no communicator line counts only when
-    its inter-node bandwidth is below its intra-node one."""
+    its inter-node bandwidth is below its intra-node one. A host's GPUs are the fullest host's
+    ranks (hosts of one job are built alike; one whose rank left no trace still has that GPU)."""
     g = ctx.store.sql("SELECT file, pid, tid, line_no, host, bw_inter_gbs * coalesce(n_channels, 1) AS bw, bw_intra_gbs, bw_inter_gbs "
                       "FROM nccl_topology WHERE job = ? AND kind = 'graph' AND bw_inter_gbs > 0 AND host IS NOT NULL "
                       "AND pid IS NOT NULL AND tid IS NOT NULL", [ctx.job])
@@ -195,7 +196,8 @@ def _graph_searches(ctx: Context) -> pl.DataFrame:
                         by=["file", "pid", "tid"], strategy="nearest", check_sortedness=False)
     else:
         g = g.with_columns(pl.lit(None, dtype=pl.Int32).alias("nnodes"), pl.lit(None, dtype=pl.Int32).alias("nranks"))
-    gpus = pl.col("host").replace_strict(ctx.ranks_per_host, default=None, return_dtype=pl.Int64)
+    # the fullest host's ranks: a host whose trace of one rank is missing has as many GPUs
+    gpus = pl.when(pl.col("host").is_in(list(ctx.ranks_per_host))).then(pl.lit(ctx.gpus_per_host))
     multi = (pl.when(pl.col("nnodes").is_not_null()).then(pl.col("nnodes") > 1)
              .when(pl.col("nranks").is_not_null() & gpus.is_not_null()).then(pl.col("nranks") > gpus)
              .otherwise(pl.col("bw_inter_gbs") < pl.col("bw_intra_gbs").fill_null(float("inf"))))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from stallscope.analysis.collectives import group_width
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.fabric._bandwidth import (
@@ -56,8 +57,8 @@ class DegradedNic(Rule):
 
     Options:
         Transfers through the host count as slow below 60 % of the others' median busbw for the
-        same (op, bytes, members), over at least 3 instances, and for every kind of group (op,
-        members) with 3 or more instances through it (MoE jobs: a host is in a slow
+        same (op, bytes, group size), over at least 3 instances, and for every kind of group (op,
+        group size) with 3 or more instances through it (MoE jobs: a host is in a slow
         expert-parallel all-to-all group *and* a slow replica all-reduce group; its all-to-all
         peer, whose replica all-reduces run at full speed, is not); a host's NIC capacity (graph
         bandwidth or active port rate) counts as low below 75 % of the median of the others' (graph
@@ -146,7 +147,7 @@ class DegradedNic(Rule):
                                    f"round(median(i.busbw_gbps), 3) AS busbw_gbps FROM collective_instances i "
                                    f"JOIN (SELECT job, instance_id, list(DISTINCT host) AS hosts FROM collective_members "
                                    f"GROUP BY job, instance_id) h USING (job, instance_id) WHERE i.{ctx.where} AND i.scope = 'inter' "
-                                   f"AND i.members > 1 GROUP BY ALL ORDER BY i.op, i.bytes, with_host", round(slow[host]["ratio"], 3)))
+                                   f"AND i.members > 1 AND NOT coalesce(i.absent, false) GROUP BY ALL ORDER BY i.op, i.bytes, with_host", round(slow[host]["ratio"], 3)))
             f = Finding(rule=self.code, cause=self.cause, title=f"NIC or link of {host} is degraded", summary=summary,
                         ranks=ctx.d.ranks_of(host), hosts=[host], lost_time_fraction=lost,
                         confidence=ctx.quality * (0.85 if (host in warned or host in rate_low) and host in slow else 0.7), evidence=ev,
@@ -202,27 +203,27 @@ class DegradedNic(Rule):
         if inter.height < 6 or len(ctx.d.hosts) < 3:
             return {}
         mh = ctx.d.members.group_by("instance_id").agg(pl.col("host").unique().alias("hs"))
-        x = inter.join(mh, on="instance_id")
+        x = inter.join(mh, on="instance_id").with_columns(group_width())
         out: dict[str, dict] = {}
         tl = ctx.timeline
         pos_of = {int(i): p for p, i in enumerate(tl.inst_ids.tolist())} if tl is not None else {}
         for h in ctx.d.hosts:
             x2 = x.with_columns(pl.col("hs").list.contains(h).alias("with"))
-            a = x2.filter(pl.col("with")).group_by("op", "bytes", "members").agg(pl.col("busbw_gbps").median().alias("bw_w"), pl.len().alias("n"))
-            b = x2.filter(~pl.col("with")).group_by("op", "bytes", "members").agg(pl.col("busbw_gbps").median().alias("bw_o"),
+            a = x2.filter(pl.col("with")).group_by("op", "bytes", "width").agg(pl.col("busbw_gbps").median().alias("bw_w"), pl.len().alias("n"))
+            b = x2.filter(~pl.col("with")).group_by("op", "bytes", "width").agg(pl.col("busbw_gbps").median().alias("bw_o"),
                                                                                  pl.col("transfer_ns").median().alias("t_o"))
-            j = a.join(b, on=["op", "bytes", "members"]).with_columns((pl.col("bw_w") / pl.col("bw_o")).alias("r"))
+            j = a.join(b, on=["op", "bytes", "width"]).with_columns((pl.col("bw_w") / pl.col("bw_o")).alias("r"))
             if j.height == 0 or int(j["n"].sum()) < 3:
                 continue
             # a degraded NIC slows every kind of group that crosses it: when one kind (op, group
             # size) with enough instances runs through the host as fast as without it, the slow
             # kind is slow for another reason (a peer host in its groups)
-            counted = j.group_by("op", "members").agg(pl.col("r").median(), pl.col("n").sum()).filter(pl.col("n") >= 3)
+            counted = j.group_by("op", "width").agg(pl.col("r").median(), pl.col("n").sum()).filter(pl.col("n") >= 3)
             ratio = float(j["r"].median())
             if counted.height >= 2:
                 ratio = max(ratio, float(counted["r"].max()))
             if ratio < 0.6:
-                withh = x2.filter(pl.col("with")).join(b, on=["op", "bytes", "members"])
+                withh = x2.filter(pl.col("with")).join(b, on=["op", "bytes", "width"])
                 fix = {pos_of[int(i)]: float(t) for i, t in zip(withh["instance_id"].to_list(), withh["t_o"].to_list()) if int(i) in pos_of}
                 out[h] = {"ratio": ratio, "fix": fix}
         return out

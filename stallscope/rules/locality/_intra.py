@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from stallscope.analysis.collectives import transfer_measured
+from stallscope.analysis.collectives import group_width, transfer_measured
 from stallscope.rules.context import Context
 
 #: a host's intra-node bandwidth below this share of its peers' is "below peers"
@@ -33,9 +33,9 @@ def _intra_instances(ctx: Context) -> pl.DataFrame:
     # position of the instance among its group's instances of the step (groups: the channel)
     x = x.with_columns(pl.col("_a").rank("ordinal").over(["channel", "step"]).alias("_k"))
     sized = pl.col("bytes").is_not_null() & (pl.col("bytes") > 0)
-    shape = pl.when(sized).then(pl.format("{}|{}|{}", "op", "members", "bytes")).otherwise(
-        pl.format("{}|{}|step {}|#{}", "op", "members", "step", "_k"))
-    return x.with_columns(shape.alias("shape"), sized.alias("sized")).drop("_a", "_k")
+    shape = pl.when(sized).then(pl.format("{}|{}|{}", "op", "width", "bytes")).otherwise(
+        pl.format("{}|{}|step {}|#{}", "op", "width", "step", "_k"))
+    return x.with_columns(group_width()).with_columns(shape.alias("shape"), sized.alias("sized")).drop("_a", "_k", "width")
 
 
 def intra_bandwidth_by_host(ctx: Context) -> pl.DataFrame:

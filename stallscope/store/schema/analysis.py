@@ -54,6 +54,8 @@ COLLECTIVE_INSTANCES = TableSpec(
         C("bus_factor", F64, "nccl-tests bus-bandwidth factor: AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n; others 1"),
         C("algbw_gbps", F64, "bytes / transfer time", "GB/s"),
         C("busbw_gbps", F64, "algbw x bus_factor", "GB/s"),
+        C("absent", BOOL, "a declared member has no row and may have come last (its trace ended before, or it left "
+                          "none and the transfer exceeds complete instances'): transfer_ns is no bandwidth"),
     ),
     stage="analysis",
 )

@@ -1,0 +1,40 @@
+"""Which collective instances lack a member that may have come last (``absent``): their transfer
+is no bandwidth."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from stallscope.analysis.collectives import declared_ranks, group_width, transfer_measured, with_absent
+
+MS = 1_000_000
+
+
+def _inst(rows: list[tuple[str, str, int, int, int, int]]) -> pl.DataFrame:
+    """(channel, op, bytes, group_size, members, transfer_ns) per instance."""
+    return pl.DataFrame([{"instance_id": i, "channel": c, "op": op, "bytes": b, "group_size": g, "members": n,
+                          "transfer_ns": t} for i, (c, op, b, g, n, t) in enumerate(rows)])
+
+
+def test_declared_ranks_come_from_process_group_channels_only() -> None:
+    ch = pl.DataFrame({"channel": ["pg:0:0,1,2,3", "pg:1d74_2:4,5", "pg:7", "stream:12", "p2p:0->4"]})
+    assert ch.select(declared_ranks())["channel"].to_list() == [[0, 1, 2, 3], [4, 5], None, None, None]
+
+
+def test_a_rank_without_a_trace_makes_instances_absent_only_where_they_waited() -> None:
+    present = pl.Series([0, 1, 2, 3, 4])  # rank 5 left no trace; rank 6 neither
+    inst = _inst([
+        ("pg:1:0,3", "allreduce", 1 << 24, 2, 2, 3 * MS),      # complete: the reference for the same op and size
+        ("pg:1:0,3", "allreduce", 1 << 24, 2, 2, 3 * MS),
+        ("pg:2:1,5", "allreduce", 1 << 24, 2, 1, 7 * MS),      # rank 5 came last: 4 ms of waiting
+        ("pg:3:2,5", "allreduce", 1 << 24, 2, 1, int(3.2 * MS)),  # within the noise of complete ones
+        ("pg:4:4,6", "allreduce", 1 << 20, 2, 1, 9 * MS),      # no complete group of this size: kept
+        ("pg:5:0,1,2,3", "allreduce", 1 << 24, 4, 3, 8 * MS),  # rank 3 in the bundle, cut before: channel fuller earlier
+        ("pg:5:0,1,2,3", "allreduce", 1 << 24, 4, 4, 3 * MS),
+        ("p2p:0->4", "send", 1 << 20, 8, 2, 5 * MS),           # a pair: its group size is its process group's
+    ])
+    got = with_absent(inst, present)
+    assert got["absent"].to_list() == [False, False, True, False, False, True, False, False]
+    measured = got.filter(transfer_measured())["instance_id"].to_list()
+    assert measured == [0, 1, 6, 7]  # single-member instances never measure a transfer
+    assert got.with_columns(group_width())["width"].to_list() == [2, 2, 2, 2, 2, 4, 4, 2]
