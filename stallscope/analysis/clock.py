@@ -288,14 +288,16 @@ def _empty() -> pl.DataFrame:
 
 def infer_hosts(offsets: pl.DataFrame, ranks: pl.DataFrame) -> dict[int, str]:
     """Group ranks with unknown hosts by clock. Ranks on one host share one clock, and launchers
-    (torchrun, SLURM, MPI) give a host a contiguous block of G ranks. For each candidate G (a
-    divisor of the world size, 2-64), the blocks' offset ranges are compared: the largest G whose
-    worst block range stays within twice the worst range at the previous candidate (and within
-    1 ms) is taken — merging two hosts into one block makes the range jump by the hosts' clock
-    difference (µs for PTP-synchronized clocks, ms to days otherwise). A few ranks may be missing
-    (no trace: at most a quarter of the world, the largest rank + 1 or the declared
-    ``world_size``): the blocks are then judged on the ranks they hold. Returns rank -> inferred
-    host, or {} when no block size fits."""
+    (torchrun, SLURM, MPI) give a host a contiguous block of G ranks. For each candidate g (a
+    divisor of the world size, 2-64) the blocks' offset ranges are measured: blocks inside hosts
+    (g divides G) range over the offset estimates' noise, blocks that straddle hosts (any other g)
+    over the hosts' clock difference (µs for PTP-synchronized clocks, ms to days otherwise). G is
+    the largest g whose worst block range stays within 4 × the smallest worst range of any
+    candidate (at least 200 ns) and within 1 ms. (Not the first g to fail: with G = 8, blocks of
+    3 straddle hosts while blocks of 4 and 8 do not.) A few ranks may be missing (no trace: at
+    most a quarter of the world, the largest rank + 1 or the declared ``world_size``): the blocks
+    are then judged on the ranks they hold. Returns rank -> inferred host, or {} when no block
+    size fits."""
     o = offsets.filter(pl.col("method").is_in(["reference", "collective_end", "a2a", "p2p"])).select("host", "offset_ns")
     unknown = ranks.filter(pl.col("host").is_null())["rank"].to_list()
     off = {int(h[5:]): float(v) for h, v in o.iter_rows() if h.startswith("rank-")}
@@ -305,14 +307,15 @@ def infer_hosts(offsets: pl.DataFrame, ranks: pl.DataFrame) -> dict[int, str]:
     n = max(max(off) + 1, int(declared) if declared is not None else 0)  # type: ignore[arg-type]
     if len(off) < 0.75 * n:
         return {}
-    best = None
-    prev_range = None
+    worst: dict[int, float] = {}
     for g in [g for g in range(2, min(64, n // 2) + 1) if n % g == 0]:
         blocks = [[off[r] for r in range(b, b + g) if r in off] for b in range(0, n, g)]
-        worst = max(max(v) - min(v) for v in blocks if v)
-        if worst > 1_000_000 or (prev_range is not None and worst > 2 * max(prev_range, 200.0)):
-            break
-        best, prev_range = g, worst
+        worst[g] = max(max(v) - min(v) for v in blocks if v)
+    if not worst:
+        return {}
+    tolerance = min(1_000_000.0, 4 * max(min(worst.values()), 200.0))
+    fits = [g for g, w in worst.items() if w <= tolerance]
+    best = max(fits) if fits else None
     if best is None or best == n:
         return {}
     return {r: inferred_host(r, best) for r in sorted(off)}

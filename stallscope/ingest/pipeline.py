@@ -509,16 +509,20 @@ def _device_blocks(rank_rows: list[dict[str, Any]]) -> None:
     seeing fewer than G GPUs), blocks of G ranks are hosts: two ranks of one block cannot share
     a host with another block without two processes driving one GPU. Named ``host-of-ranks-A-B``
     (host_source ``device``). Jobs whose processes each see one GPU (device 0 everywhere) say
-    nothing here; the clock-based grouping of the analysis stage is then the fallback."""
+    nothing here; the clock-based grouping of the analysis stage is then the fallback. A few ranks
+    may have left no trace (at most a quarter of the world: the largest rank + 1, or the declared
+    ``world_size``): the ranks present must still drive device ``r mod G``."""
     if not rank_rows or any(r.get("host") for r in rank_rows):
         return
     rows = sorted(rank_rows, key=lambda r: r["rank"])
-    n = len(rows)
+    ranks = [r["rank"] for r in rows]
     devs = [r.get("device_id") for r in rows]
-    if [r["rank"] for r in rows] != list(range(n)) or any(d is None for d in devs):
+    declared = max((r.get("world_size") or 0 for r in rows), default=0)
+    n = max(ranks[-1] + 1, declared) if ranks and ranks[0] >= 0 else 0
+    if not n or len(set(ranks)) != len(ranks) or len(ranks) < 0.75 * n or any(d is None for d in devs):
         return
     g = max(devs) + 1
-    if g < 2 or n % g or any(d != r % g for r, d in enumerate(devs)):
+    if g < 2 or n % g or any(d != r % g for r, d in zip(ranks, devs)):
         return
     if any((r.get("device_count") or g) < g for r in rows):
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import polars as pl
 
 from stallscope.analysis.clock import estimate_offsets
@@ -115,7 +116,7 @@ def test_all_to_alls_only_bracket_the_offset() -> None:
 def test_hosts_are_inferred_around_a_rank_without_a_trace() -> None:
     """Ranks 0-3 and 4-7 share a clock each (5 ms apart); rank 6 left no trace. The blocks are
     judged on the ranks they hold, so the world (the largest rank + 1, or the declared size) still
-    splits into two hosts of four; with a quarter of the world or more missing, no guess."""
+    splits into two hosts of four; with more than a quarter of the world missing, no guess."""
     from stallscope.analysis.clock import infer_hosts
 
     def case(present: list[int], world: int | None) -> dict[int, str]:
@@ -131,4 +132,22 @@ def test_hosts_are_inferred_around_a_rank_without_a_trace() -> None:
                    4: "host-of-ranks-4-7", 5: "host-of-ranks-4-7", 7: "host-of-ranks-4-7"}
     # the last rank missing: the declared world size keeps the blocks whole
     assert case([0, 1, 2, 3, 4, 5, 6], 8)[6] == "host-of-ranks-4-7"
-    assert case([0, 1, 2, 4, 5], 8) == {}
+    assert case([0, 1, 2, 4, 5], 8) == {}  # more than a quarter missing
+
+
+@pytest.mark.parametrize("per_host", [6, 8])
+def test_the_largest_block_inside_hosts_wins_not_the_first_to_straddle(per_host: int) -> None:
+    """48 ranks, hosts of 6 or 8, rank 23 without a trace. With hosts of 8, blocks of 3 straddle
+    hosts while blocks of 4 and 8 do not; with hosts of 6, blocks of 4 straddle, 2, 3 and 6 do not."""
+    from stallscope.analysis.clock import infer_hosts
+
+    rng = np.random.default_rng(per_host)
+    present = [r for r in range(48) if r != 23]
+    off = pl.DataFrame({"host": [f"rank-{r}" for r in present],
+                        "offset_ns": [(r // per_host) * 3_100_000 + int(rng.integers(-80, 80)) for r in present],
+                        "method": ["collective_end"] * len(present)})
+    ranks = pl.DataFrame({"rank": present, "host": [None] * len(present), "world_size": [48] * len(present)},
+                         schema={"rank": pl.Int64, "host": pl.String, "world_size": pl.Int32})
+    got = infer_hosts(off, ranks)
+    assert got[22] == f"host-of-ranks-{(22 // per_host) * per_host}-{(22 // per_host) * per_host + per_host - 1}"
+    assert len(set(got.values())) == 48 // per_host

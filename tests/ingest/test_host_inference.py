@@ -39,3 +39,17 @@ def test_known_hosts_win_over_devices() -> None:
     _device_blocks(rows)
     assert [r["host"] for r in rows] == ["a", "a", "host-of-ranks-2-3", "host-of-ranks-2-3"]
     assert rows[2]["host_source"] == "inferred"
+
+
+def test_device_blocks_hold_around_a_rank_without_a_trace() -> None:
+    """Rank 5 left no trace: the others still drive device ``r mod 4``, so the blocks stand; the
+    last rank missing needs the declared world size. More than a quarter of the world missing: no guess."""
+    rows = [r for r in _rows([0, 1, 2, 3] * 3, count=4) if r["rank"] != 5]
+    _device_blocks(rows)
+    assert {r["rank"]: r["host"] for r in rows}[4] == "host-of-ranks-4-7" and len({r["host"] for r in rows}) == 3
+    last = [r | {"world_size": 12} for r in _rows([0, 1, 2, 3] * 3, count=4) if r["rank"] != 11]
+    _device_blocks(last)
+    assert {r["host"] for r in last} == {"host-of-ranks-0-3", "host-of-ranks-4-7", "host-of-ranks-8-11"}
+    sparse = [r for r in _rows([0, 1, 2, 3] * 3, count=4) if r["rank"] not in (1, 5, 9, 10)]
+    _device_blocks(sparse)
+    assert {r["host"] for r in sparse} == {None}
