@@ -492,3 +492,12 @@ def test_bandwidth_leaves_out_instances_missing_a_cut_member(jobs: Any) -> None:
     for op in inst.filter("absent")["op"].unique().to_list():
         same = inst.filter(pl.col("op") == op)
         assert same.filter("absent")["busbw_gbps"].median() < same.filter(~pl.col("absent"))["busbw_gbps"].median(), op
+
+
+def test_missing_ranks_say_where_their_groups_waited_for_them(jobs: Any) -> None:
+    """The straggler's host-mate left no trace and its replica groups waited for it (it waited for
+    the straggler): ING001 counts those collectives. In the healthy job nobody waited for the
+    missing rank."""
+    held = jobs["missing_straggler"].fired()["ING001"]
+    assert held["details"]["waited_instances"] > 0 and "waited for a missing rank" in held["summary"]
+    assert jobs["missing_graph"].fired()["ING001"]["details"]["waited_instances"] == 0
