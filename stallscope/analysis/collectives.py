@@ -274,10 +274,14 @@ def declared_ranks() -> pl.Expr:
 
 def group_width() -> pl.Expr:
     """How many ranks a collective instance's group holds: the declared group size (a group with a
-    rank missing from the bundle moves the bytes of its full size), the members found for
-    point-to-point pairs (their declared size is their process group's) and when none is declared."""
+    rank missing from the bundle moves the bytes of its full size); the members found for
+    point-to-point pairs (their declared size is their process group's). Without a declared size
+    (traces without collective metadata), the fullest instance of its channel's family: groups
+    told apart by their first rank on one NCCL stream (``stream:<id>#<rank>``) are the same
+    group of the same program on different hosts, one of them perhaps with a rank missing."""
+    family = pl.col("channel").str.replace(r"#[0-9]+$", "")
     return (pl.when(pl.col("op").is_in(P2P_OPS)).then(pl.col("members"))
-            .otherwise(pl.coalesce(pl.col("group_size"), pl.col("members"))).alias("width"))
+            .otherwise(pl.coalesce(pl.col("group_size"), pl.col("members").max().over(family))).alias("width"))
 
 
 def transfer_measured() -> pl.Expr:

@@ -38,3 +38,13 @@ def test_a_rank_without_a_trace_makes_instances_absent_only_where_they_waited() 
     measured = got.filter(transfer_measured())["instance_id"].to_list()
     assert measured == [0, 1, 6, 7]  # single-member instances never measure a transfer
     assert got.with_columns(group_width())["width"].to_list() == [2, 2, 2, 2, 2, 4, 4, 2]
+
+
+def test_groups_without_a_declared_size_take_their_family_s_fullest() -> None:
+    """Traces without collective metadata: the tensor-parallel groups of one NCCL stream, told apart
+    by their first rank, are one group of the program per host; a host with three of its eight
+    traces missing still runs groups of eight."""
+    inst = pl.DataFrame({"channel": ["stream:24#0", "stream:24#8", "stream:24#16", "stream:28#0", "cpu"],
+                         "op": ["allreduce"] * 5, "group_size": [None] * 5, "members": [8, 5, 8, 3, 2]},
+                        schema_overrides={"group_size": pl.Int32})
+    assert inst.select(group_width())["width"].to_list() == [8, 8, 8, 3, 2]
