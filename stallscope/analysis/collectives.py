@@ -171,7 +171,7 @@ def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[
     import numpy as np
 
     piv = grp.pivot(on="rank", index="instance_id", values="end_ns", aggregate_function="first").sort("instance_id")
-    ranks = [int(c) for c in piv.columns if c != "instance_id"]
+    ranks = sorted(int(c) for c in piv.columns if c != "instance_id")  # the same groups whatever the rows' order
     if len(ranks) < 2 or piv.height < 3:
         return {min(ranks): ranks} if ranks else {}
     E = piv.select([str(r) for r in ranks]).to_numpy().astype(np.float64)  # positions x ranks, NaN missing
@@ -219,7 +219,7 @@ def _equal_sized(groups: dict[int, list[int]], host: dict[int, str]) -> dict[int
     truncated trace with too few positions). It does not set g; it joins the one group that is
     short of a rank and has none on its host (groups of a stream that spans hosts hold one rank
     per host, or the same number on each)."""
-    single = [v[0] for v in groups.values() if len(v) == 1]
+    single = sorted(v[0] for v in groups.values() if len(v) == 1)
     multi = {k: v for k, v in groups.items() if len(v) > 1}
     if not multi:
         return groups
@@ -244,20 +244,22 @@ def _equal_sized(groups: dict[int, list[int]], host: dict[int, str]) -> dict[int
 
 
 def _place_singles(groups: dict[int, list[int]], single: list[int], host: dict[int, str]) -> dict[int, list[int]]:
-    """Attach each untested rank to the unique group that is smaller than the largest and has
-    no rank on its host; a rank with no such group stays alone."""
+    """Attach each untested rank, in rank order, to the unique group coherence established that
+    is smaller than the largest and has no rank on its host; a rank with no such group stays
+    alone. Lone ranks never join each other: two ranks whose partners left no trace are no group."""
     if not single:
         return groups
     full = max(len(v) for v in groups.values())
-    for r in single:
+    alone: list[int] = []
+    for r in sorted(single):
         h = host.get(r, f"rank-{r}")
         fits = [k for k, v in groups.items() if len(v) < full and all(host.get(x, f"rank-{x}") != h for x in v)]
         if len(fits) == 1:
             k = fits[0]
             groups[k] = sorted(groups[k] + [r])
         else:
-            groups[r] = [r]
-    return {min(v): v for v in groups.values()}
+            alone.append(r)
+    return {min(v): v for v in groups.values()} | {r: [r] for r in alone}
 
 
 #: present members' transfer must exceed the reference by this share for an absent member to have
