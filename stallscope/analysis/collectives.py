@@ -244,13 +244,12 @@ def _equal_sized(groups: dict[int, list[int]], host: dict[int, str]) -> dict[int
 
 
 def _place_singles(groups: dict[int, list[int]], single: list[int], host: dict[int, str]) -> dict[int, list[int]]:
-    """Attach each untested rank, in rank order, to the unique group coherence established that
-    is smaller than the largest and has no rank on its host; a rank with no such group stays
-    alone. Lone ranks never join each other: two ranks whose partners left no trace are no group."""
+    """Attach each untested rank, in rank order (the same groups whatever order the rows came
+    in), to the unique group that is smaller than the largest and has no rank on its host; a rank
+    with no such group stays alone (and may take a later one)."""
     if not single:
         return groups
     full = max(len(v) for v in groups.values())
-    alone: list[int] = []
     for r in sorted(single):
         h = host.get(r, f"rank-{r}")
         fits = [k for k, v in groups.items() if len(v) < full and all(host.get(x, f"rank-{x}") != h for x in v)]
@@ -258,8 +257,8 @@ def _place_singles(groups: dict[int, list[int]], single: list[int], host: dict[i
             k = fits[0]
             groups[k] = sorted(groups[k] + [r])
         else:
-            alone.append(r)
-    return {min(v): v for v in groups.values()} | {r: [r] for r in alone}
+            groups[r] = [r]
+    return {min(v): v for v in groups.values()}
 
 
 #: present members' transfer must exceed the reference by this share for an absent member to have
