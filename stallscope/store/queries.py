@@ -74,7 +74,10 @@ class Store:
             try:
                 self._con = connect(self.layout, job=self.job, views=self.views)
             except Exception as exc:  # noqa: BLE001 - a broken store must be one line too
-                raise StoreError(f"cannot open store {self.layout.root}: {one_line(exc)}") from None
+                # a view naming a column its stored table lacks: tables written by an older version
+                hint = ("; its tables were written by another stallscope version: ingest the bundle again"
+                        if "Binder Error" in str(exc) and "not found" in str(exc) else "")
+                raise StoreError(f"cannot open store {self.layout.root}: {one_line(exc)}{hint}") from None
         return self._con
 
     def _relation(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:

@@ -90,3 +90,21 @@ def test_table_output_prints_brackets_as_data(loaded: Path) -> None:
     assert r.returncode == 0 and "Traceback" not in r.stderr and "nccl_env" in r.stdout
     r = ss("sql", "SELECT '[/CI] [bold]x' AS s", "--store", str(loaded))
     assert r.returncode == 0 and "[/CI] [bold]x" in r.stdout
+
+
+def test_a_store_written_by_another_version_says_to_ingest_again(loaded: Path, tmp_path: Path) -> None:
+    """A stored table without a column a view now reads (``collective_instances.absent`` came in
+    a later version): one line naming the store and what to do, exit code 2."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    old = tmp_path / "old"
+    shutil.copytree(loaded, old)
+    parts = [p for p in old.rglob("*.parquet") if "collective_instances" in str(p)]
+    assert parts
+    for p in parts:
+        pq.write_table(pq.read_table(p).drop_columns(["absent"]), p)
+    r = ss("sql", "SELECT 1", "--store", str(old))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert str(old) in r.stderr and "ingest the bundle again" in r.stderr
