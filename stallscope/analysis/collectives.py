@@ -292,6 +292,26 @@ def transfer_measured() -> pl.Expr:
     return (n > 1) & (pl.col("transfer_ns") > 0) & ~pl.col("absent").fill_null(False)
 
 
+#: what a complete instance must share with one that lacks a member to serve as its reference
+REFERENCE_KEY = ("op", "bytes", "group_size")
+
+
+def complete_reference(frame: pl.DataFrame, transfer: str, complete: pl.Expr) -> pl.DataFrame:
+    """``_ref``: the median ``transfer`` of the instances of ``frame`` where ``complete`` holds
+    (every member recorded) and something moved, per op, size and group size
+    (:data:`REFERENCE_KEY`): what the collective takes when nobody is missing. One row per
+    instance; :func:`with_absent` reads instance columns, the what-if its members' own rows."""
+    return (frame.filter(complete & (pl.col(transfer) > 0))
+            .group_by(*REFERENCE_KEY).agg(pl.col(transfer).median().alias("_ref")))
+
+
+def held_back(transfer: str) -> pl.Expr:
+    """``transfer`` exceeds the complete-instance reference ``_ref`` (joined from
+    :func:`complete_reference`) by more than :data:`ABSENT_EXCESS`: the present members waited
+    for the missing one. False where there is no reference."""
+    return (pl.col(transfer) > pl.col("_ref") * (1 + ABSENT_EXCESS)).fill_null(False)
+
+
 def with_absent(inst: pl.DataFrame, present: pl.Series) -> pl.DataFrame:
     """Add ``absent``: a member the group declares has no row in the instance and may have come
     last, so the present members' "transfer" (from their last arrival to the end) may include
@@ -315,11 +335,9 @@ def with_absent(inst: pl.DataFrame, present: pl.Series) -> pl.DataFrame:
     decl = declared_ranks()
     unseen = ((decl.list.len() == g) & (decl.list.set_difference(pl.lit(present.cast(pl.Int64).unique().implode()))
                                          .list.len() > 0)).fill_null(False)
-    ref = (inst.filter((n == g) & (pl.col("transfer_ns") > 0))
-           .group_by("op", "bytes", "group_size").agg(pl.col("transfer_ns").median().alias("_ref")))
-    late = (pl.col("transfer_ns") > pl.col("_ref") * (1 + ABSENT_EXCESS)).fill_null(False)
-    return (inst.join(ref, on=["op", "bytes", "group_size"], how="left", nulls_equal=True)
-            .with_columns((cut | (short & unseen & late)).alias("absent")).drop("_ref"))
+    ref = complete_reference(inst, "transfer_ns", n == g)
+    return (inst.join(ref, on=list(REFERENCE_KEY), how="left", nulls_equal=True)
+            .with_columns((cut | (short & unseen & held_back("transfer_ns"))).alias("absent")).drop("_ref"))
 
 
 def bus_factor(op: str, n: int) -> float:

@@ -277,7 +277,8 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
     no measure of anyone. Point-to-point pairs and
     instances without a declared group size are left as recorded. (Per-instance arrivals and ends
     are taken from ``members``, not ``instances``, so hand-built tables need only the group size.)"""
-    from stallscope.analysis.collectives import ABSENT_EXCESS, P2P_OPS, declared_ranks
+    from stallscope.analysis.collectives import (ABSENT_EXCESS, P2P_OPS, REFERENCE_KEY, complete_reference,
+                                                 declared_ranks, held_back)
 
     empty = members.clear()
     if "group_size" not in instances.columns or members.height == 0:
@@ -304,10 +305,8 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
                     pl.col("arrival_ns").max().alias("_last"), pl.col("end_ns").median().cast(pl.Int64).alias("_end"))
                .with_columns((pl.col("_end") - pl.col("_last")).alias("_transfer")))
     kind = instances.select("instance_id", "op", "bytes", "group_size")
-    ref = (present.join(kind, on="instance_id")
-           .filter((pl.col("_present").list.len() == pl.col("group_size")) & (pl.col("_transfer") > 0))
-           .group_by("op", "bytes", "group_size").agg(pl.col("_transfer").median().alias("_ref")))
-    late = pl.col("_ref").is_not_null() & (pl.col("_transfer") > pl.col("_ref") * (1 + ABSENT_EXCESS))
+    ref = complete_reference(present.join(kind, on="instance_id"), "_transfer",
+                             pl.col("_present").list.len() == pl.col("group_size"))
     miss = (inst.select("instance_id", "channel", "step", "op", "bytes", "group_size")
             .join(chan, on="channel").join(present, on="instance_id")
             .filter(pl.col("_set").list.len() == pl.col("group_size"))
@@ -316,8 +315,8 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
             .with_columns(pl.col("rank").cast(members.schema["rank"]))
             .join(seen, on="rank", how="left")
             .filter(pl.col("_seen").is_null() | (pl.col("_first") > pl.col("_seen")))  # after its trace ended: not a matching gap
-            .join(ref, on=["op", "bytes", "group_size"], how="left", nulls_equal=True)
-            .with_columns(late.alias("_late")))
+            .join(ref, on=list(REFERENCE_KEY), how="left", nulls_equal=True)
+            .with_columns(held_back("_transfer").alias("_late")))
     if miss.height == 0:
         return empty
     # its own previous end: the latest end of its rows (recorded, or absent: the instance's end)
