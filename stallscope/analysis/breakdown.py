@@ -56,8 +56,11 @@ cpu_end AS (
 win AS (
   SELECT s.rank, s.step, off.host, CASE WHEN off.platform = 'cpu' THEN 'cpu' ELSE 'gpu' END AS timeline,
     s.start_ns + off.off AS w0,
-    coalesce(lead(s.start_ns) OVER (PARTITION BY s.rank ORDER BY s.start_ns),
-             greatest(s.end_ns, coalesce(g.e, 0), coalesce(c.e, 0))) + off.off AS w1
+    -- to the next step's start; the last step of a profiling window (the next step recorded is not
+    -- step + 1: schedule repeat, a file per window) ends with its own work, not at the next window
+    CASE WHEN lead(s.step) OVER (PARTITION BY s.rank ORDER BY s.start_ns) = s.step + 1
+         THEN lead(s.start_ns) OVER (PARTITION BY s.rank ORDER BY s.start_ns)
+         ELSE greatest(s.end_ns, coalesce(g.e, 0), coalesce(c.e, 0)) END + off.off AS w1
   FROM steps s JOIN off ON off.rank = s.rank
   LEFT JOIN gpu_end g ON g.rank = s.rank AND g.step = s.step
   LEFT JOIN cpu_end c ON c.rank = s.rank AND c.step = s.step

@@ -37,7 +37,8 @@ synchronization (in a pipeline: of the same kind, see :func:`_slots`), depending
 depend on (:func:`_anchors_like_peers`); every rank behaves like the median of its peers (no jitter); the
 transfers of some instances run at a reference bandwidth — and the replay propagates the change
 through every later synchronization of every rank. The lost fraction is ``(T - T') / T`` with
-``T`` the recorded makespan (first step start to last step end).
+``T`` the recorded makespan (first step start to last step end, less the time between profiling
+windows that no rank's step covers: :func:`unprofiled_ns`).
 
 A member whose trace ended before a collective (a killed rank) still took part in it: it gets
 an estimated row there (:func:`absent_members`), so the waiting for it is not frozen into the
@@ -235,7 +236,21 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     return Timeline(ranks=ranks, start=start, end=end, inst_ids=inst_ids, inst_rows=inst_rows, row_rank_idx=row_rank_idx,
                     row_anchor=anchor, row_gap=gap, row_transfer=transfer, row_end=row_end, row_arrival=arrival,
                     row_ready=row_ready, row_gates=gates, row_overlaps=overlaps, row_prev=row_prev, tail_row=tail_row, tail=tail,
-                    makespan=float(end.max() - start.min()), attrs=attrs, chain=chain, tail_role=tail_role, rank_cut=rank_cut)
+                    makespan=float(end.max() - start.min()) - unprofiled_ns(windows), attrs=attrs, chain=chain, tail_role=tail_role, rank_cut=rank_cut)
+
+
+def unprofiled_ns(windows: pl.DataFrame) -> float:
+    """Time between profiling windows that no rank's step covers (``step_breakdown`` windows:
+    rank, start_ns, end_ns). ``torch.profiler.schedule`` with ``repeat`` records a few steps,
+    skips some, records again: what happened in between was not seen, so it is no part of the
+    makespan the lost fractions divide by (each window's time is). 0 for one window.
+
+    >>> unprofiled_ns(pl.DataFrame({"start_ns": [0, 10, 50, 60], "end_ns": [10, 20, 60, 70]}))
+    30.0
+    """
+    iv = windows.select("start_ns", "end_ns").sort("start_ns")
+    holes = iv.select((pl.col("start_ns") - pl.col("end_ns").cum_max().shift(1)).clip(lower_bound=0).sum())
+    return float(holes.item() or 0)
 
 
 def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.DataFrame) -> pl.DataFrame:

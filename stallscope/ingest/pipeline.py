@@ -160,7 +160,8 @@ def _ingest_into(writer: JobWriter, found: list[Found], hashes: dict[str, str], 
         raise IngestError(f"no usable file: {len(results)} file(s) could not be read (first: {first})")
     rank_rows = _reconcile_ranks(writer, summaries, warnings)
     for s in rank_rows:
-        by_label[s["file"]]["rank"] = s["rank"]
+        for f in s.pop("files"):
+            by_label[f]["rank"] = s["rank"]
     _attach_hosts(writer, rank_rows)
     if rank_rows:
         writer.write("ranks", pa.Table.from_pylist(sorted(rank_rows, key=lambda r: r["rank"])))
@@ -383,40 +384,82 @@ class _NoPandas:
 
 
 def _reconcile_ranks(writer: JobWriter, summaries: list[dict[str, Any]], warnings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Give every trace a unique rank; rewrite parts whose provisional rank changed."""
+    """Give every trace a unique rank; rewrite parts whose provisional rank changed.
+
+    Several files of one rank are its profiling windows when they come from the same process
+    (host, pid and clock base) and do not overlap in time: ``torch.profiler.schedule`` with
+    ``repeat`` other than 1 writes one file per cycle (``<host>_<pid>.<ms>.pt.trace.json``, one
+    per window). They stay one rank, with one ``ranks`` row (see :func:`_merge_windows`); their
+    steps keep their numbers, so collectives still match across ranks step by step. Any other
+    second claim on a rank (another process, overlapping spans) gets a new rank number."""
     provisional = {s["part"]: (s["rank"] if s["rank"] is not None else -1) for s in summaries}
-    taken: dict[int, str] = {}
+    taken: dict[int, list[dict[str, Any]]] = {}
     final: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []
-    for s in sorted(summaries, key=lambda s: (s["rank_source"] != "trace", s["file"])):
+    for s in sorted(summaries, key=lambda s: (s["rank_source"] != "trace", s.get("trace_start_ns") or 0, s["file"])):
         r = s["rank"]
         if r is None or r < 0:
             pending.append(s)
+        elif r in taken and _another_window(s, taken[r]):
+            taken[r].append(s)
         elif r in taken:
             warnings.append({"file": s["file"], "rank": r, "code": "duplicate_rank",
-                             "message": f"{s['file']}: claims rank {r} like {taken[r]}; given a new rank number"})
+                             "message": f"{s['file']}: claims rank {r} like {taken[r][0]['file']}; given a new rank number"})
             pending.append(s)
         else:
-            taken[r] = s["file"]
+            taken[r] = [s]
             final.append(s)
     nxt = 0
     for s in pending:
         while nxt in taken:
             nxt += 1
         s["rank"], s["rank_source"] = nxt, "assigned"
-        taken[nxt] = s["file"]
+        taken[nxt] = [s]
         final.append(s)
-    for s in final:
-        if provisional[s["part"]] != s["rank"]:
-            _rewrite_rank(writer.staging, s["part"], s["rank"])
+    for windows in taken.values():
+        for s in windows:
+            if provisional[s["part"]] != s["rank"]:
+                _rewrite_rank(writer.staging, s["part"], s["rank"])
+        if len(windows) > 1:
+            warnings.append({"file": windows[0]["file"], "rank": windows[0]["rank"], "code": "profiling_windows",
+                             "message": f"{windows[0]['file']}: rank {windows[0]['rank']} left {len(windows)} trace files of one "
+                                        f"process (profiling windows, schedule repeat); read as one rank: "
+                                        + ", ".join(w["file"] for w in windows)})
     rows = []
     for s in final:
         row = {k: s.get(k) for k in ("rank", "world_size", "host", "host_source", "pid", "backend", "nccl_version", "device_name",
                                       "device_id", "device_count", "platform", "schema_version", "base_time_ns", "trace_start_ns",
                                       "trace_end_ns", "events", "kernels", "collectives", "steps", "truncated", "file", "file_bytes", "sha256")}
         row["local_rank"] = None
-        rows.append(row)
+        row["files"] = [w["file"] for w in taken[s["rank"]]]
+        rows.append(_merge_windows(row, taken[s["rank"]]))
     return rows
+
+
+def _another_window(s: dict[str, Any], windows: list[dict[str, Any]]) -> bool:
+    """``s`` is one more profiling window of the process that wrote ``windows``: the trace names
+    the rank, the same pid, host and clock base, and its span overlaps none of theirs."""
+    w = windows[0]
+    same = (s["rank_source"] == w["rank_source"] == "trace" and s.get("pid") is not None
+            and all(s.get(k) == w.get(k) for k in ("pid", "host", "base_time_ns")))
+    a, z = s.get("trace_start_ns"), s.get("trace_end_ns")
+    return same and a is not None and z is not None and all(
+        o.get("trace_start_ns") is not None and o.get("trace_end_ns") is not None
+        and (z < o["trace_start_ns"] or a > o["trace_end_ns"]) for o in windows)
+
+
+def _merge_windows(row: dict[str, Any], windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One ``ranks`` row for a rank's profiling windows: its span from the first window's start to
+    the last one's end, counts and sizes summed, truncated if any window was; the file and hash
+    are the first window's (``files`` lists every one)."""
+    if len(windows) == 1:
+        return row
+    row["trace_start_ns"] = min(w["trace_start_ns"] for w in windows)
+    row["trace_end_ns"] = max(w["trace_end_ns"] for w in windows)
+    for k in ("events", "kernels", "collectives", "steps", "file_bytes"):
+        row[k] = sum(w.get(k) or 0 for w in windows)
+    row["truncated"] = any(bool(w.get("truncated")) for w in windows)
+    return row
 
 
 def _rewrite_rank(staging: Path, part: str, rank: int) -> None:

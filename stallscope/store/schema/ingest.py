@@ -26,7 +26,7 @@ INGEST_WARNINGS = TableSpec(
     (
         C("file", pa.string(), "path inside the bundle"),
         C("rank", pa.int32(), "rank, when known"),
-        C("code", pa.string(), "truncated | corrupt_gzip | not_json | empty | not_a_trace | duplicate_rank | unknown_lines | bad_event | unsupported | ..."),
+        C("code", pa.string(), "truncated | corrupt_gzip | not_json | empty | not_a_trace | duplicate_rank | profiling_windows (a rank's several trace files read as one) | unknown_lines | bad_event | unsupported | ..."),
         C("message", pa.string(), "one line for humans, naming the file"),
         C("byte_offset", pa.int64(), "offset in the (decompressed) file where the problem starts, when meaningful", "bytes"),
         C("count", pa.int64(), "how many items this warning covers (e.g. unknown lines), else 1"),

@@ -20,7 +20,9 @@ def inferred_host(rank: int, size: int) -> str:
 
 RANKS = TableSpec(
     "ranks",
-    "One row per rank trace ingested: identity, host, devices and the trace's own facts.",
+    "One row per rank ingested: identity, host, devices and its traces' own facts. A rank whose process wrote"
+    " several trace files (profiling windows: `schedule(repeat=N)`) has one row: span from the first window's"
+    " start to the last one's end, counts summed; `files` lists each file.",
     (
         C("rank", I32, "global rank (from `distributedInfo.rank`, else the file name, else ingest order)"),
         C("world_size", I32, "world size the trace declares (`distributedInfo.world_size`); null if absent"),
@@ -43,9 +45,9 @@ RANKS = TableSpec(
         C("collectives", I64, "collective calls found"),
         C("steps", I32, "`ProfilerStep#N` spans found"),
         C("truncated", BOOL, "true when the file ended before the JSON did (killed job); complete events were kept"),
-        C("file", STR, "path of the trace inside the bundle"),
-        C("file_bytes", I64, "size of the file as stored (compressed if gzip)", "bytes"),
-        C("sha256", STR, "content hash of the file as stored"),
+        C("file", STR, "path of the trace inside the bundle (the first window's when the rank left several)"),
+        C("file_bytes", I64, "size of the file as stored (compressed if gzip; summed over a rank's windows)", "bytes"),
+        C("sha256", STR, "content hash of the file as stored (of `file`)"),
     ),
 )
 
