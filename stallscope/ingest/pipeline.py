@@ -420,11 +420,13 @@ def _reconcile_ranks(writer: JobWriter, summaries: list[dict[str, Any]], warning
         for s in windows:
             if provisional[s["part"]] != s["rank"]:
                 _rewrite_rank(writer.staging, s["part"], s["rank"])
-        if len(windows) > 1:
-            warnings.append({"file": windows[0]["file"], "rank": windows[0]["rank"], "code": "profiling_windows",
-                             "message": f"{windows[0]['file']}: rank {windows[0]['rank']} left {len(windows)} trace files of one "
-                                        f"process (profiling windows, schedule repeat); read as one rank: "
-                                        + ", ".join(w["file"] for w in windows)})
+    multi = sorted((ws for ws in taken.values() if len(ws) > 1), key=lambda ws: ws[0]["rank"])
+    if multi:  # one line for the job, not one per rank
+        n = sorted({len(ws) for ws in multi})
+        warnings.append({"file": multi[0][0]["file"], "rank": None, "code": "profiling_windows", "count": len(multi),
+                         "message": f"{multi[0][0]['file']}: {len(multi)} rank(s) left {'-'.join(map(str, n[::max(1, len(n) - 1)]))} "
+                                    f"trace files each, one process per rank (profiling windows: schedule repeat); each read "
+                                    f"as one rank, e.g. rank {multi[0][0]['rank']}: " + ", ".join(w["file"] for w in multi[0])})
     rows = []
     for s in final:
         row = {k: s.get(k) for k in ("rank", "world_size", "host", "host_source", "pid", "backend", "nccl_version", "device_name",

@@ -48,9 +48,11 @@ def test_every_trace_is_split_in_two_windows_with_the_gap_recorded_nowhere(strag
     assert set(ranks["steps"].to_list()) == {6}  # 8 steps less the 2 skipped
     files = store.sql("SELECT rank, count(*) AS n FROM files WHERE kind = 'kineto' GROUP BY rank")
     assert files["n"].to_list() == [2] * 8
-    warn = store.sql("SELECT code, message FROM ingest_warnings")
+    warn = store.sql("SELECT code, message, count FROM ingest_warnings")
     assert "duplicate_rank" not in warn["code"].to_list()
-    assert warn.filter(pl.col("code") == "profiling_windows").height == 8
+    win = warn.filter(pl.col("code") == "profiling_windows")
+    assert win.height == 1 and win["count"][0] == 8  # one line for the job
+    assert "8 rank(s) left 2 trace files each" in win["message"][0]
 
 
 def test_the_last_step_of_a_window_ends_with_its_own_work_not_at_the_next_window(straggler: dict[str, Any]) -> None:
