@@ -81,6 +81,7 @@ EXPECTED: dict[str, set[str]] = {
     "xsock_other_logs": {"LOC004"},
     # a truncated rank on the straggler's host (its NIC-degraded secondary costs 0.9 %: unseen)
     "truncated_straggler": {"SYN001"},
+    "straggler_slight_nic": {"SYN004", "FAB004"},  # the NIC named, at what the transfers show it cost
     # one rank without any trace (each beside the culprit, or in a healthy job): the same answer
     "missing_straggler": {"SYN001"},
     "missing_p2p": {"LOC002"},
@@ -137,7 +138,7 @@ def test_every_rule_has_a_firing_fixture() -> None:
 
 
 @pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "intermittent_pair", "degraded_logs", "degraded_manifest", "degraded_2hosts", "degraded_2hosts_graph", "degraded_onelog", "p2p_logs", "p2p_lone_log",
-                                  "xsock_nologs", "truncated_straggler", "missing_straggler", "missing_p2p"])
+                                  "xsock_nologs", "truncated_straggler", "missing_straggler", "missing_p2p", "straggler_slight_nic"])
 def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
     j = jobs[name]
     top = j.doc["findings"][0]
@@ -149,7 +150,8 @@ def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["compute", "hoststall", "intermittent", "intermittent_pair", "p2p_nologs", "degraded_manifest",
-                                  "degraded_partial_graph", "truncated_straggler", "missing_straggler", "missing_p2p"])
+                                  "degraded_partial_graph", "truncated_straggler", "missing_straggler", "missing_p2p",
+                                  "straggler_slight_nic"])
 def test_lost_time_tracks_the_physics(jobs: Any, name: str) -> None:
     """The what-if of the culprit behaving like its peers recovers the time the generator's own
     what-if (the same job re-run without the fault) says was lost."""
@@ -501,3 +503,11 @@ def test_missing_ranks_say_where_their_groups_waited_for_them(jobs: Any) -> None
     held = jobs["missing_straggler"].fired()["ING001"]
     assert held["details"]["waited_instances"] > 0 and "waited for a missing rank" in held["summary"]
     assert jobs["missing_graph"].fired()["ING001"]["details"]["waited_instances"] == 0
+
+
+def test_a_graph_handicap_the_transfers_do_not_show_costs_nothing(jobs: Any) -> None:
+    """NCCL's graph gives dgx07 half its peers' bandwidth, yet the transfers through it reach what
+    the peers' graph promises: the slight NIC is named, low, under the straggler that cost 13 %."""
+    found = jobs["straggler_slight_nic"].fired()
+    assert found["FAB004"]["hosts"] == ["dgx07"] and found["FAB004"]["lost_time_fraction"] < 0.03
+    assert jobs["straggler_slight_nic"].doc["findings"][0]["rule"] == "SYN004"
