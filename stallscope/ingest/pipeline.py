@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from stallscope.errors import IngestError
@@ -387,16 +388,20 @@ def _reconcile_ranks(writer: JobWriter, summaries: list[dict[str, Any]], warning
     """Give every trace a unique rank; rewrite parts whose provisional rank changed.
 
     Several files of one rank are its profiling windows when they come from the same process
-    (host, pid and clock base) and do not overlap in time: ``torch.profiler.schedule`` with
-    ``repeat`` other than 1 writes one file per cycle (``<host>_<pid>.<ms>.pt.trace.json``, one
-    per window). They stay one rank, with one ``ranks`` row (see :func:`_merge_windows`); their
-    steps keep their numbers, so collectives still match across ranks step by step. Any other
-    second claim on a rank (another process, overlapping spans) gets a new rank number."""
+    (host and pid) and do not overlap in time: ``torch.profiler.schedule`` with ``repeat`` other
+    than 1 writes one file per cycle (``<host>_<pid>.<ms>.pt.trace.json``, one per window). They
+    stay one rank, with one ``ranks`` row (see :func:`_merge_windows`); a window whose
+    ``baseTimeNanoseconds`` differs from the first's is moved onto the first's trace clock
+    (:func:`_shift_part`); steps keep their numbers, so collectives still match across ranks step
+    by step. Any other second claim on a rank (another process, overlapping spans) gets a new
+    rank number."""
     provisional = {s["part"]: (s["rank"] if s["rank"] is not None else -1) for s in summaries}
     taken: dict[int, list[dict[str, Any]]] = {}
     final: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []
-    for s in sorted(summaries, key=lambda s: (s["rank_source"] != "trace", s.get("trace_start_ns") or 0, s["file"])):
+    # in time order (on the epoch clock where traces give a base), so a rank's first window comes first
+    for s in sorted(summaries, key=lambda s: (s["rank_source"] != "trace", (s.get("trace_start_ns") or 0) + (s.get("base_time_ns") or 0),
+                                              s["file"])):
         r = s["rank"]
         if r is None or r < 0:
             pending.append(s)
@@ -420,6 +425,8 @@ def _reconcile_ranks(writer: JobWriter, summaries: list[dict[str, Any]], warning
         for s in windows:
             if provisional[s["part"]] != s["rank"]:
                 _rewrite_rank(writer.staging, s["part"], s["rank"])
+            if _base_shift(s, windows[0]):
+                _shift_part(writer.staging, s["part"], _base_shift(s, windows[0]))
     multi = sorted((ws for ws in taken.values() if len(ws) > 1), key=lambda ws: ws[0]["rank"])
     if multi:  # one line for the job, not one per rank
         n = sorted({len(ws) for ws in multi})
@@ -440,14 +447,40 @@ def _reconcile_ranks(writer: JobWriter, summaries: list[dict[str, Any]], warning
 
 def _another_window(s: dict[str, Any], windows: list[dict[str, Any]]) -> bool:
     """``s`` is one more profiling window of the process that wrote ``windows``: the trace names
-    the rank, the same pid, host and clock base, and its span overlaps none of theirs."""
+    the rank, the same pid and host, both or neither give a clock base, and its span (on the
+    first window's clock) overlaps none of theirs."""
     w = windows[0]
     same = (s["rank_source"] == w["rank_source"] == "trace" and s.get("pid") is not None
-            and all(s.get(k) == w.get(k) for k in ("pid", "host", "base_time_ns")))
-    a, z = s.get("trace_start_ns"), s.get("trace_end_ns")
-    return same and a is not None and z is not None and all(
-        o.get("trace_start_ns") is not None and o.get("trace_end_ns") is not None
-        and (z < o["trace_start_ns"] or a > o["trace_end_ns"]) for o in windows)
+            and all(s.get(k) == w.get(k) for k in ("pid", "host"))
+            and (s.get("base_time_ns") is None) == (w.get("base_time_ns") is None))
+    if not same or s.get("trace_start_ns") is None or s.get("trace_end_ns") is None:
+        return False
+    a, z = (s[k] + _base_shift(s, w) for k in ("trace_start_ns", "trace_end_ns"))
+    return all(o.get("trace_start_ns") is not None and o.get("trace_end_ns") is not None
+               and (z < o["trace_start_ns"] + _base_shift(o, w) or a > o["trace_end_ns"] + _base_shift(o, w))
+               for o in windows)
+
+
+def _base_shift(s: dict[str, Any], first: dict[str, Any]) -> int:
+    """What moves a time of ``s``'s trace clock onto ``first``'s: the difference of their
+    ``baseTimeNanoseconds`` (0 when either has none)."""
+    a, b = s.get("base_time_ns"), first.get("base_time_ns")
+    return 0 if a is None or b is None else int(a) - int(b)
+
+
+def _shift_part(staging: Path, part: str, delta: int) -> None:
+    """Add ``delta`` ns to every time (not duration) column of a trace's parts: the columns in ns
+    whose name says no ``dur``."""
+    for p in staging.glob(f"table=*/part-{part}.parquet"):
+        cols = [c.name for c in table_spec(p.parent.name.removeprefix("table=")).columns
+                if c.unit == "ns" and "dur" not in c.name]
+        t = pq.read_table(p)
+        for c in cols:
+            if c in t.column_names:
+                i = t.column_names.index(c)
+                t = t.set_column(i, c, pc.add(t.column(c), pa.scalar(delta, t.schema.field(c).type)))
+        if cols:
+            pq.write_table(t, p, compression="zstd")
 
 
 def _merge_windows(row: dict[str, Any], windows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -456,8 +489,8 @@ def _merge_windows(row: dict[str, Any], windows: list[dict[str, Any]]) -> dict[s
     are the first window's (``files`` lists every one)."""
     if len(windows) == 1:
         return row
-    row["trace_start_ns"] = min(w["trace_start_ns"] for w in windows)
-    row["trace_end_ns"] = max(w["trace_end_ns"] for w in windows)
+    row["trace_start_ns"] = min(w["trace_start_ns"] + _base_shift(w, windows[0]) for w in windows)
+    row["trace_end_ns"] = max(w["trace_end_ns"] + _base_shift(w, windows[0]) for w in windows)
     for k in ("events", "kernels", "collectives", "steps", "file_bytes"):
         row[k] = sum(w.get(k) or 0 for w in windows)
     row["truncated"] = any(bool(w.get("truncated")) for w in windows)

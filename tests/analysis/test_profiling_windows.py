@@ -17,7 +17,7 @@ from stallscope.samples.bundle import load_json, pack, read_files
 from stallscope.samples.windows import split_trace, split_windows
 
 KNOBS = dict(nodes=2, gpus=4, steps=8, detail="lean", noise="low", truncate=0, drop=0, logs="none",
-             parallelism="ddp", severity="moderate", archive="dir")
+             parallelism="ddp", severity="moderate", archive="dir", gzip=False, torch_variant="kineto_2025")
 
 
 def _postmortem(bundle: Path, store: Path) -> dict[str, Any]:
@@ -67,6 +67,33 @@ def test_split_job_gets_the_same_answer_culprit_and_cost(straggler: dict[str, An
     assert (split["rule"], split["ranks"]) == (whole["rule"], whole["ranks"]) == ("SYN001", straggler["truth"]["culprit_ranks"])
     # the cost is a share of the recorded time: the unrecorded steps between the windows are no part of it
     assert split["lost_time_fraction"] == pytest.approx(whole["lost_time_fraction"], abs=0.02)
+
+
+def test_a_window_with_another_clock_base_is_moved_onto_the_first_window_s_clock(straggler: dict[str, Any],
+                                                                                  tmp_path: Path) -> None:
+    """Kineto writes ``ts`` relative to ``baseTimeNanoseconds``; a window whose base is 2 s later
+    (its times 2 s smaller) is the same rank on the same timeline once moved."""
+    files = read_files(straggler["split_store"].parent / "split" / "bundle")
+    firsts = {n.split(".")[0] for n in files if n.endswith(".json")}
+    moved = 0
+    for name in sorted(files):
+        d = load_json(files[name]) if name.endswith(".json") else None
+        if d is None or "baseTimeNanoseconds" not in d:
+            continue
+        if name.split(".")[0] in firsts and name != min(n for n in files if n.split(".")[0] == name.split(".")[0]):
+            d["baseTimeNanoseconds"] = int(d["baseTimeNanoseconds"]) + 2_000_000_000
+            for e in d["traceEvents"]:
+                if "ts" in e:
+                    e["ts"] = e["ts"] - 2_000_000
+            files[name] = json.dumps(d).encode()
+            moved += 1
+    assert moved == 8
+    pack(files, tmp_path / "b", "dir")
+    res = api.ingest([tmp_path / "b" / "bundle"], store=tmp_path / "s")
+    q = "SELECT rank, count(*) AS n, min(ts_ns) AS a, max(ts_ns) AS z FROM events GROUP BY rank ORDER BY rank"
+    assert api.open_store(tmp_path / "s", job=res.job).sql(q).equals(api.open_store(straggler["split_store"]).sql(q))
+    top = _top(api.postmortem(res.job, store=tmp_path / "s"))
+    assert top is not None and (top["rule"], top["ranks"]) == ("SYN001", straggler["truth"]["culprit_ranks"])
 
 
 def test_a_second_claim_on_a_rank_that_overlaps_its_span_still_gets_a_new_number(tmp_path: Path) -> None:
