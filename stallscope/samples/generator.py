@@ -35,6 +35,7 @@ from stallscope.samples.physics import SimResult, simulate
 from stallscope.samples.scenarios import RANK_LEVEL, SCENARIOS, Ctx, Knobs, resolve_knobs
 from stallscope.samples.schedule import ModelSpec, build_programs, build_spec, expected_counts
 from stallscope.samples.truth import GroundTruth
+from stallscope.samples.windows import split_windows
 from stallscope.samples.versions import version
 
 #: lost-time bands per severity: the calibration aims inside them
@@ -132,6 +133,8 @@ def generate(scenario: str, *, out: str | Path, seed: int, name: str | None = No
     k = resolve_knobs(scenario, Knobs(**knobs), np.random.default_rng([seed, 1]))
     if k.drop is None:  # its own stream: the other knobs of a seed stay what they were before it existed
         k.drop = 1 if np.random.default_rng([seed, 13]).random() < 0.05 else 0
+    if k.windows is None:  # the same
+        k.windows = 1 if np.random.default_rng([seed, 15]).random() < 0.05 else 0
     name = name or f"{scenario}-s{seed}"
     dest = Path(out) / name
     if k.nodes is None or k.nodes < 1 or k.gpus not in (1, 2, 4, 8):
@@ -359,6 +362,15 @@ def _write_files(job: Job, spec: ModelSpec, final: SimResult, eff: F.Effects, fa
             continue  # after every draw of the rank: the other ranks' files are as without the loss
         files[path] = B.write_gz(text) if k.gzip else text
         trace_paths[str(r)] = path
+    # profiling windows (schedule repeat): every complete trace in two files, one step recorded in
+    # neither; the step left out is one no fault delays, so every fault still shows in the bundle
+    windows = None
+    if k.windows:
+        delayed = {i for f in faults for d in getattr(f, "delays", {}).values() for i, x in enumerate(d) if x}
+        free = [i for i in range(2, len(final.records[0].steps) - 1) if i not in delayed]
+        if free:
+            files, n_split = split_windows(files, first=free[0], skip=1)
+            windows = {"first_steps": free[0], "skipped_steps": 1, "traces_split": n_split}
     # NCCL logs
     log_hosts: list[int] = []
     if k.logs == "all":
@@ -404,7 +416,7 @@ def _write_files(job: Job, spec: ModelSpec, final: SimResult, eff: F.Effects, fa
     info = {"format": k.archive, "gzip": k.gzip, "naming": k.naming, "layout": layout, "traces": trace_paths,
             "logs": k.logs, "log_style": k.log_style if log_hosts else None,
             "log_hosts": [job.hosts[h].name for h in log_hosts], "nccl_logs": log_paths,
-            "truncated_traces": truncated, "missing_traces": lost,
+            "truncated_traces": truncated, "missing_traces": lost, "profiling_windows": windows,
             "host_recoverable_from": _host_sources(k, bool(log_hosts))}
     ev = [_evidence(f, job, k, set(log_hosts)) for f in faults]
     for fd, e in zip(truth.faults, ev):

@@ -67,6 +67,7 @@ class Knobs:
     graph_subsys: bool | None = None
     truncate: int | None = None  #: traces cut mid-file (killed job), never a culprit's
     drop: int | None = None  #: ranks whose trace is missing (lost, never written), never a culprit's unless all are
+    windows: int | None = None  #: 1: every trace in two profiling windows (schedule repeat), a step recorded in neither
     gpu: str | None = None  #: A100-80 | A100-40 | H100
     network: str | None = None  #: IB | RoCE
     step_ms: float | None = None

@@ -16,7 +16,7 @@ from stallscope.samples import generate
 from stallscope.samples.bundle import load_json, pack, read_files
 from stallscope.samples.windows import split_trace, split_windows
 
-KNOBS = dict(nodes=2, gpus=4, steps=8, detail="lean", noise="low", truncate=0, drop=0, logs="none",
+KNOBS = dict(nodes=2, gpus=4, steps=8, detail="lean", noise="low", truncate=0, drop=0, windows=0, logs="none",
              parallelism="ddp", severity="moderate", archive="dir", gzip=False, torch_variant="kineto_2025")
 
 
@@ -127,3 +127,12 @@ def test_unprofiled_time_is_what_no_rank_s_step_covers() -> None:
     w = pl.DataFrame({"rank": [0, 0, 1, 1, 0], "start_ns": [0, 10, 2, 50, 60], "end_ns": [10, 20, 21, 60, 70]})
     assert unprofiled_ns(w) == 29.0  # 21 .. 50
     assert unprofiled_ns(w.filter(pl.col("start_ns") < 50)) == 0.0
+
+
+def test_the_generator_writes_windows_that_the_analysis_reads_as_one_job(tmp_path: Path) -> None:
+    gt = generate("intermittent_straggler", out=tmp_path, seed=5, **(KNOBS | dict(steps=6, windows=1)))
+    cut = gt.bundle["profiling_windows"]
+    assert cut == {"first_steps": 3, "skipped_steps": 1, "traces_split": 8}  # step 3 is the first no stall falls in
+    assert len([n for n in read_files(gt.bundle_path) if ".pt.trace.json" in n]) == 16
+    top = _top(api.postmortem(gt.bundle_path, store=tmp_path / "s"))
+    assert top is not None and top["cause"] == "synchronization" and top["ranks"] == gt.culprit_ranks

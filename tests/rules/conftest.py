@@ -26,7 +26,7 @@ from stallscope.rules.base import Finding
 from stallscope.samples import generate
 from stallscope.store.queries import Store
 
-BASE: dict[str, Any] = dict(nodes=2, gpus=4, steps=5, detail="lean", noise="low", truncate=0, drop=0, clock_offset_ms=30.0)
+BASE: dict[str, Any] = dict(nodes=2, gpus=4, steps=5, detail="lean", noise="low", truncate=0, drop=0, windows=0, clock_offset_ms=30.0)
 
 #: name -> (scenario, seed, knobs); the seeds are fixed so every run sees the same jobs
 JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
