@@ -299,8 +299,9 @@ REFERENCE_KEY = ("op", "bytes", "group_size")
 def complete_reference(frame: pl.DataFrame, transfer: str, complete: pl.Expr) -> pl.DataFrame:
     """``_ref``: the median ``transfer`` of the instances of ``frame`` where ``complete`` holds
     (every member recorded) and something moved, per op, size and group size
-    (:data:`REFERENCE_KEY`): what the collective takes when nobody is missing. One row per
-    instance; :func:`with_absent` reads instance columns, the what-if its members' own rows."""
+    (:data:`REFERENCE_KEY`): what the collective takes when nobody is missing. ``frame`` has one
+    row per instance: :func:`with_absent` passes instance columns, the what-if
+    (:func:`stallscope.analysis.whatif.absent_members`) what its members' own rows give."""
     return (frame.filter(complete & (pl.col(transfer) > 0))
             .group_by(*REFERENCE_KEY).agg(pl.col(transfer).median().alias("_ref")))
 

@@ -236,7 +236,8 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     return Timeline(ranks=ranks, start=start, end=end, inst_ids=inst_ids, inst_rows=inst_rows, row_rank_idx=row_rank_idx,
                     row_anchor=anchor, row_gap=gap, row_transfer=transfer, row_end=row_end, row_arrival=arrival,
                     row_ready=row_ready, row_gates=gates, row_overlaps=overlaps, row_prev=row_prev, tail_row=tail_row, tail=tail,
-                    makespan=float(end.max() - start.min()) - unprofiled_ns(windows), attrs=attrs, chain=chain, tail_role=tail_role, rank_cut=rank_cut)
+                    makespan=float(end.max() - start.min()) - unprofiled_ns(windows), attrs=attrs, chain=chain,
+                    tail_role=tail_role, rank_cut=rank_cut)
 
 
 def unprofiled_ns(windows: pl.DataFrame) -> float:

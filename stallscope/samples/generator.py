@@ -35,8 +35,8 @@ from stallscope.samples.physics import SimResult, simulate
 from stallscope.samples.scenarios import RANK_LEVEL, SCENARIOS, Ctx, Knobs, resolve_knobs
 from stallscope.samples.schedule import ModelSpec, build_programs, build_spec, expected_counts
 from stallscope.samples.truth import GroundTruth
-from stallscope.samples.windows import split_windows
 from stallscope.samples.versions import version
+from stallscope.samples.windows import split_windows
 
 #: lost-time bands per severity: the calibration aims inside them
 BANDS = {"subtle": (0.015, 0.09), "moderate": (0.08, 0.35), "severe": (0.3, 0.85)}
