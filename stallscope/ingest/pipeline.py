@@ -425,8 +425,9 @@ def _reconcile_ranks(writer: JobWriter, summaries: list[dict[str, Any]], warning
         for s in windows:
             if provisional[s["part"]] != s["rank"]:
                 _rewrite_rank(writer.staging, s["part"], s["rank"])
-            if _base_shift(s, windows[0]):
-                _shift_part(writer.staging, s["part"], _base_shift(s, windows[0]))
+            shift = _base_shift(s, windows[0])
+            if shift:
+                _shift_part(writer.staging, s["part"], shift)
     multi = sorted((ws for ws in taken.values() if len(ws) > 1), key=lambda ws: ws[0]["rank"])
     if multi:  # one line for the job, not one per rank
         n = sorted({len(ws) for ws in multi})
