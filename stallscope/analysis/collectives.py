@@ -329,8 +329,11 @@ def with_absent(inst: pl.DataFrame, present: pl.Series) -> pl.DataFrame:
     of complete instances of the same op, size and group size (other groups where everyone was
     recorded) by more than :data:`ABSENT_EXCESS`: the missing rank came last there. Without such
     a reference the transfers are kept (every group lacks a member: the best measure there is;
-    ING001 says the rank is missing)."""
-    n, g = pl.col("members"), pl.col("group_size")
+    ING001 says the rank is missing). Traces without collective metadata declare no group size:
+    a group is then as wide as its family's fullest instance (:func:`group_width`), and a cut
+    member shows the same way (seed 28000 #0050: rank 5 cut in the second step, its replica
+    partner's all-reduce alone for 24 ms of waiting read as one member's transfer)."""
+    n, g = pl.col("members"), pl.coalesce(pl.col("group_size"), group_width())
     short = (n < g).fill_null(False)
     cut = short & (n < n.max().over("channel"))
     decl = declared_ranks()

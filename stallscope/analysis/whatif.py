@@ -291,14 +291,20 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
     instances after their last recorded end (any instance, for a rank with none) get a row. A rank
     without a trace has no host in the bundle and no steps: its rows are its whole timeline,
     no measure of anyone. Point-to-point pairs and
-    instances without a declared group size are left as recorded. (Per-instance arrivals and ends
-    are taken from ``members``, not ``instances``, so hand-built tables need only the group size.)"""
+    instances of a group of unknown width are left as recorded; traces without collective
+    metadata declare no group size, and a group is then as wide as its family's fullest instance
+    (:func:`stallscope.analysis.collectives.group_width`: seed 28000 #0050, a compute straggler's
+    delay reached a cut rank's replica partner, replayed as its fixed "transfer" in the step the
+    rank was cut: 22 % of 45 %). (Per-instance arrivals and ends are taken from ``members``, not
+    ``instances``, so hand-built tables need only the group size.)"""
     from stallscope.analysis.collectives import (ABSENT_EXCESS, P2P_OPS, REFERENCE_KEY, complete_reference,
-                                                 declared_ranks, held_back)
+                                                 declared_ranks, group_width, held_back)
 
     empty = members.clear()
     if "group_size" not in instances.columns or members.height == 0:
         return empty
+    if {"channel", "members", "op"} <= set(instances.columns):
+        instances = instances.with_columns(pl.coalesce(pl.col("group_size"), group_width()).alias("group_size"))
     inst = instances.filter(pl.col("group_size").is_not_null() & (pl.col("members") < pl.col("group_size"))
                             & ~pl.col("op").is_in(P2P_OPS))
     if inst.height == 0:

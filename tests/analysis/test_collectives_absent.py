@@ -48,3 +48,16 @@ def test_groups_without_a_declared_size_take_their_family_s_fullest() -> None:
                          "op": ["allreduce"] * 5, "group_size": [None] * 5, "members": [8, 5, 8, 3, 2]},
                         schema_overrides={"group_size": pl.Int32})
     assert inst.select(group_width())["width"].to_list() == [8, 8, 8, 3, 2]
+
+
+def test_a_cut_member_of_a_group_without_a_declared_size_is_absent() -> None:
+    """Traces without collective metadata: rank 5's trace ends, and its partner's all-reduce on
+    ``stream:28#1`` runs alone, its 24 ms mostly waiting for the cut rank; a channel whose every
+    instance lacks members (ranks that left no trace) keeps its transfers."""
+    inst = pl.DataFrame({"channel": ["stream:28#1", "stream:28#1", "stream:28#0", "stream:24#8", "stream:24#8"],
+                         "op": ["allreduce"] * 5, "bytes": [1 << 24] * 5, "group_size": [None] * 5,
+                         "members": [2, 1, 2, 5, 5], "transfer_ns": [4 * MS, 24 * MS, 4 * MS, 3 * MS, 3 * MS]},
+                        schema_overrides={"group_size": pl.Int32})
+    got = with_absent(inst.with_row_index("instance_id"), pl.Series([0, 1, 4, 5]))
+    assert got["absent"].to_list() == [False, True, False, False, False]
+

@@ -339,7 +339,7 @@ def test_a_late_rank_with_slow_transfers_gains_both_in_series() -> None:
 
 
 def _two_level(*, slow_ns: int, steps: int = 4, cut_after: int | None = None, cut: tuple[int, ...] = (1,),
-               local_rounds: int = 1, named: bool = False) -> tuple[pl.DataFrame, ...]:
+               local_rounds: int = 1, named: bool = False, undeclared: bool = False) -> tuple[pl.DataFrame, ...]:
     """Four ranks on two hosts (HSDP-like): each step every rank computes 10 ms (rank 0
     ``slow_ns`` more), all-reduces with its host-mate (1 ms once both are there), computes 1 ms,
     then all-reduces with its replica on the other host (3 ms), then 2 ms of optimizer. Rank 1,
@@ -348,7 +348,8 @@ def _two_level(*, slow_ns: int, steps: int = 4, cut_after: int | None = None, cu
     end after that step (a killed rank): their later rows and steps are not recorded. ``local_rounds``: local
     all-reduces per step (with two, each rank's peer is its host-mate, not its replica). ``named``:
     channels named as traces with ``Process Group Ranks`` name them (``pg:<name>:<ranks>``); with
-    ``cut_after=-1`` the ranks in ``cut`` left no trace at all."""
+    ``cut_after=-1`` the ranks in ``cut`` left no trace at all. ``undeclared``: as traces without
+    collective metadata give them, no group size and channels per NCCL stream and first rank."""
     compute, local, gap, cross, opt = 10 * MS, 1 * MS, 1 * MS, 3 * MS, 2 * MS
     groups = {"local": [(0, 1), (2, 3)], "cross": [(0, 2), (1, 3)]}
     members, instances, windows = [], [], []
@@ -363,11 +364,13 @@ def _two_level(*, slow_ns: int, steps: int = 4, cut_after: int | None = None, cu
                 rows = [{"instance_id": iid, "rank": r, "step": step, "arrival_ns": arrive[r], "end_ns": end}
                         for r in ranks if cut_after is None or r not in cut or step <= cut_after]
                 members += rows
-                instances.append({"instance_id": iid, "members": len(rows), "group_size": len(ranks), "op": "allreduce",
+                instances.append({"instance_id": iid, "members": len(rows), "group_size": None if undeclared else len(ranks),
+                                  "op": "allreduce",
                                   "scope": "intra" if kind == "local" else "inter", "bytes": 1 << 20 if kind == "local" else 1 << 24,
                                   "bus_factor": 1.0, "transfer_ns": end - max((m["arrival_ns"] for m in rows), default=end),
                                   "step": step,
-                                  "channel": f"pg:{kind}{g}:{','.join(map(str, ranks))}" if named else f"{kind}:{g}"})
+                                  "channel": f"stream:{kind}#{ranks[0]}" if undeclared else
+                                  f"pg:{kind}{g}:{','.join(map(str, ranks))}" if named else f"{kind}:{g}"})
                 for r in ranks:
                     stage_end[r] = end
                 iid += 1
@@ -376,7 +379,7 @@ def _two_level(*, slow_ns: int, steps: int = 4, cut_after: int | None = None, cu
             if cut_after is None or r not in cut or step <= cut_after:
                 windows.append({"rank": r, "start_ns": start[r], "end_ns": stage_end[r] + opt})
             start[r] = stage_end[r] + opt
-    return (pl.DataFrame(members), pl.DataFrame(instances), pl.DataFrame(windows),
+    return (pl.DataFrame(members), pl.DataFrame(instances, schema_overrides={"group_size": pl.Int64}), pl.DataFrame(windows),
             pl.DataFrame({"rank": [0, 1, 2, 3], "host": ["a", "a", "b", "b"]}))
 
 
@@ -407,6 +410,23 @@ def test_a_truncated_rank_still_passes_a_straggler_s_delay_on() -> None:
     paired = build_timeline(*_two_level(slow_ns=0, cut_after=0, cut=(1, 3), local_rounds=2))
     assert paired is not None and everyone_like_median(paired) == pytest.approx(0.0, abs=1e-6)
     assert everyone_like_median(cut) == pytest.approx(everyone_like_median(full), abs=0.01)
+
+
+def test_a_truncated_rank_without_collective_metadata_still_passes_a_straggler_s_delay_on() -> None:
+    """As above, in traces without collective metadata (no group size; groups per NCCL stream and
+    first rank): a group is as wide as its fullest instance, so the instances the cut rank missed
+    still get its estimated rows (seed 28000 #0050: 22 % of a 45 % straggler before)."""
+    from stallscope.analysis.whatif import culprits_like_median_peer
+
+    full = build_timeline(*_two_level(slow_ns=4 * MS, undeclared=True))
+    cut = build_timeline(*_two_level(slow_ns=4 * MS, cut_after=0, undeclared=True))
+    assert full is not None and cut is not None
+    assert abs(replay(cut) - cut.makespan) <= 1.0
+    truth = culprits_like_median_peer(full, [0])
+    assert truth == pytest.approx(4 * 4 * MS / full.makespan, rel=0.05)
+    assert culprits_like_median_peer(cut, [0]) == pytest.approx(truth, rel=0.05)
+    calm = build_timeline(*_two_level(slow_ns=0, cut_after=0, undeclared=True))
+    assert calm is not None and culprits_like_median_peer(calm, [0]) == pytest.approx(0.0, abs=1e-6)
 
 
 def test_a_rank_without_a_trace_still_passes_a_straggler_s_delay_on() -> None:
