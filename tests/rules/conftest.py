@@ -167,6 +167,15 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
         torch_variant="kineto_2025", metadata=True, seq=True, naming="rank", gzip=True, archive="dir", logs="all",
         log_style="torchrun", clock_offset_ms=30.0, drift=False, red_herrings=True, graph_subsys=True,
         culprit_rank=7, culprit_host=1, primary="host_stall_straggler", secondary="degraded_nic")),
+    # seed 28000 #0166: rank 6 computes 39 % slower (17.8 % lost); gpu-a024's NICs run at 93 % of
+    # their speed, which its graph search gives as half its peers' bandwidth per channel, while the
+    # transfers through it move 160 GB/s per host, more than its eight NICs at that speed could
+    # (96): the handicap is bounded by what the peers' NICs carry (it read 23.8 %)
+    "straggler_fast_rails": ("two_faults", 2800084166, dict(
+        nodes=2, gpus=8, steps=6, parallelism="ddp", severity="moderate", noise="medium", nccl_version="2.18.6",
+        torch_variant="kineto_2024", metadata=True, seq=False, naming="tensorboard", gzip=False, archive="tar.gz", logs="all",
+        log_style="torchrun", detail="lean", clock_offset_ms=80.0, drift=False, red_herrings=True, graph_subsys=True,
+        culprit_rank=6, culprit_host=0, primary="compute_straggler", secondary="degraded_nic")),
 }
 
 #: jobs of which one rank left no trace at all (its file lost): name -> (like, seed, knobs, rank dropped)

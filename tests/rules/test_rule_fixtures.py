@@ -82,6 +82,7 @@ EXPECTED: dict[str, set[str]] = {
     # a truncated rank on the straggler's host (its NIC-degraded secondary costs 0.9 %: unseen)
     "truncated_straggler": {"SYN001"},
     "straggler_slight_nic": {"SYN004", "FAB004"},  # the NIC named, at what the transfers show it cost
+    "straggler_fast_rails": {"SYN001", "FAB004"},  # the NIC named, bounded by what the peers' NICs carry
     # one rank without any trace (each beside the culprit, or in a healthy job): the same answer
     "missing_straggler": {"SYN001"},
     "missing_p2p": {"LOC002"},
@@ -138,7 +139,8 @@ def test_every_rule_has_a_firing_fixture() -> None:
 
 
 @pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "intermittent_pair", "degraded_logs", "degraded_manifest", "degraded_2hosts", "degraded_2hosts_graph", "degraded_onelog", "p2p_logs", "p2p_lone_log",
-                                  "xsock_nologs", "truncated_straggler", "missing_straggler", "missing_p2p", "straggler_slight_nic"])
+                                  "xsock_nologs", "truncated_straggler", "missing_straggler", "missing_p2p", "straggler_slight_nic",
+                                  "straggler_fast_rails"])
 def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
     j = jobs[name]
     top = j.doc["findings"][0]
@@ -151,7 +153,7 @@ def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
 
 @pytest.mark.parametrize("name", ["compute", "hoststall", "intermittent", "intermittent_pair", "p2p_nologs", "degraded_manifest",
                                   "degraded_partial_graph", "truncated_straggler", "missing_straggler", "missing_p2p",
-                                  "straggler_slight_nic"])
+                                  "straggler_slight_nic", "straggler_fast_rails"])
 def test_lost_time_tracks_the_physics(jobs: Any, name: str) -> None:
     """The what-if of the culprit behaving like its peers recovers the time the generator's own
     what-if (the same job re-run without the fault) says was lost."""
@@ -511,3 +513,12 @@ def test_a_graph_handicap_the_transfers_do_not_show_costs_nothing(jobs: Any) -> 
     found = jobs["straggler_slight_nic"].fired()
     assert found["FAB004"]["hosts"] == ["dgx07"] and found["FAB004"]["lost_time_fraction"] < 0.03
     assert jobs["straggler_slight_nic"].doc["findings"][0]["rule"] == "SYN004"
+
+
+def test_a_graph_handicap_is_bounded_by_what_the_peers_nics_carry(jobs: Any) -> None:
+    """gpu-a024's graph gives its NICs half their peers' speed per channel, and the transfers
+    already beat the peers' graph (four channels of 24 GB/s, where eight NICs carry the traffic):
+    the bound is the peers' NIC speed times their number, not the halving alone."""
+    found = jobs["straggler_fast_rails"].fired()
+    assert found["FAB004"]["hosts"] == ["gpu-a024"] and found["FAB004"]["lost_time_fraction"] < 0.03
+    assert jobs["straggler_fast_rails"].doc["findings"][0]["rule"] == "SYN001"

@@ -182,12 +182,14 @@ def _graph_searches(ctx: Context) -> pl.DataFrame:
     same thread of the same process; it spans nodes when ``nNodes > 1``, or (older NCCL) when it
     has more ranks than the host has GPUs. A search with no communicator line counts only when
     its inter-node bandwidth is below its intra-node one. A host's GPUs are the fullest host's
-    ranks (hosts of one job are built alike; one whose rank left no trace still has that GPU)."""
+    ranks (hosts of one job are built alike; one whose rank left no trace still has that GPU).
+    ``bw_inter_gbs`` (per channel) is kept too: :func:`nic_speed_capacity`."""
     g = ctx.store.sql("SELECT file, pid, tid, line_no, host, bw_inter_gbs * coalesce(n_channels, 1) AS bw, bw_intra_gbs, bw_inter_gbs "
                       "FROM nccl_topology WHERE job = ? AND kind = 'graph' AND bw_inter_gbs > 0 AND host IS NOT NULL "
                       "AND pid IS NOT NULL AND tid IS NOT NULL", [ctx.job])
     if g.height == 0:
-        return pl.DataFrame(schema={"host": pl.String, "nranks": pl.Int32, "nnodes": pl.Int32, "bw": pl.Float64})
+        return pl.DataFrame(schema={"host": pl.String, "nranks": pl.Int32, "nnodes": pl.Int32, "bw": pl.Float64,
+                                    "bw_inter_gbs": pl.Float64})
     c = ctx.store.sql("SELECT file, pid, tid, line_no, nnodes, nranks FROM nccl_comms WHERE job = ? AND nranks IS NOT NULL "
                       "AND pid IS NOT NULL AND tid IS NOT NULL", [ctx.job])
     g = g.sort("line_no")
@@ -201,7 +203,7 @@ def _graph_searches(ctx: Context) -> pl.DataFrame:
     multi = (pl.when(pl.col("nnodes").is_not_null()).then(pl.col("nnodes") > 1)
              .when(pl.col("nranks").is_not_null() & gpus.is_not_null()).then(pl.col("nranks") > gpus)
              .otherwise(pl.col("bw_inter_gbs") < pl.col("bw_intra_gbs").fill_null(float("inf"))))
-    return g.filter(multi.fill_null(False)).select("host", "nranks", "nnodes", "bw")
+    return g.filter(multi.fill_null(False)).select("host", "nranks", "nnodes", "bw", "bw_inter_gbs")
 
 
 def _inter_graph_bandwidth(ctx: Context) -> dict[str, float]:
@@ -232,6 +234,26 @@ def graph_bandwidth_same_comm(ctx: Context) -> dict[str, float]:
 
 #: bus bandwidth of the fastest common NIC (400 Gb/s line rate = 50 GB/s): caps graph-derived capacities
 MAX_PER_NIC_GBPS = 50.0
+
+
+def nic_speed_capacity(ctx: Context, *, without: str | None = None) -> float | None:
+    """What a host's NICs carry at most, from its NCCL log: the per-channel inter-node bandwidth
+    of its multi-node graph searches (a channel runs over one NIC at the NIC's speed, so the
+    largest is the speed of its NICs) × the RDMA NICs the log lists (at most one per GPU); the
+    lowest over the hosts that have both, ``without`` left out. None when no host has both.
+
+    The channel count of a search is no capacity (NCCL duplicates its searched channels, and a
+    rail-optimized host with eight NICs searched four channels of 24 GB/s, 96 GB/s, while its
+    collectives moved 160: seed 28000 #0166); the NICs' speed times their number is."""
+    try:
+        g = _graph_searches(ctx)
+    except Exception:  # noqa: BLE001 - no NCCL tables in this store
+        return None
+    nics = fabric_facts(ctx)["nics"]
+    per = g.group_by("host").agg(pl.col("bw_inter_gbs").max())
+    caps = [float(v) * min(nics[h], ctx.gpus_per_host) for h, v in per.iter_rows()
+            if h != without and v and nics.get(h)]
+    return min(caps) if caps else None
 
 
 def nic_floor_factor(ctx: Context) -> float:
@@ -410,8 +432,12 @@ def transfers_without_handicap(ctx: Context, host: str, handicap: float) -> dict
     graph bandwidth (seed 24000 #0036), and the transfers, already faster than the halved graph
     promised, replayed at twice their speed (33.7 % where the rerun at full speed saves 23.7 %).
     Where the transfers already reach that bandwidth, no saving is left; where they beat the
-    healthy hosts' capacity itself (the expectation / efficiency), it was no capacity: the
-    handicap stands alone."""
+    healthy hosts' capacity itself (the expectation / efficiency), it was no capacity, and the
+    bound is what the healthy hosts' NICs carry (:func:`nic_speed_capacity`, × the efficiency):
+    their speed from the graph times their number. Without it the handicap stands alone. (Seed
+    28000 #0166: a NIC at 93 % of its peers' speed, whose graph read half theirs, replayed at
+    twice the speed of transfers that already moved 160 GB/s per host through it, more than its
+    halved NICs could carry: 23.8 % where the rerun at full speed saves 0.6 %.)"""
     scaled = transfers_scaled(ctx, handicap)
     _, basis = expected_busbw(ctx, without=host)
     if basis in FLOOR_BASES:
@@ -420,8 +446,13 @@ def transfers_without_handicap(ctx: Context, host: str, handicap: float) -> dict
     eff = GRAPH_EFFICIENCY if basis == "nccl_graph" else NIC_EFFICIENCY
     if e.height == 0 or float((e["busbw_gbps"] / e["expected_gbps"]).median()) * eff >= 1.0:
         # the transfers beat the healthy hosts' capacity itself (not only its expected share): no
-        # NIC carries more than its rate, so that number is no capacity (the graph is coarse both ways)
-        return scaled
+        # NIC carries more than its rate, so that number is no capacity (the graph is coarse both ways);
+        # the NICs' speed times their number is, where the logs give both
+        cap = nic_speed_capacity(ctx, without=host) if e.height else None
+        if cap is None:
+            return scaled
+        floor = transfers_at_bandwidth(ctx, cap * eff, without=host)
+        return {p: max(t, floor.get(p, 0.0)) for p, t in scaled.items()}
     # between the expectation and the capacity, the capacity stands: a handicap the transfers do
     # not show costs nothing measurable (seed 27000 #0058: a port at 94 % of its peers' speed read
     # as half their graph bandwidth, transfers at 103 % of the expectation, replayed at twice their
