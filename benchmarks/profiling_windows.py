@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from pathlib import Path
 
-from stallscope.samples.bundle import pack, read_files
+from stallscope.samples.bundle import read_files, write_altered
 from stallscope.samples.windows import split_windows
 
 
@@ -51,12 +50,7 @@ def main() -> None:
         files, split = split_windows(read_files(a.suite / e["bundle"]), a.first, a.skip)
         if not split:
             continue
-        dest = a.out / e["name"]
-        if dest.exists():
-            shutil.rmtree(dest)
-        pack(files, dest, "dir")
-        shutil.copy(a.suite / e["truth"], dest / "truth.json")
-        kept.append(dict(e, bundle=f"{e['name']}/bundle", truth=f"{e['name']}/truth.json", skipped_steps=sorted(gap)))
+        kept.append(dict(write_altered(a.suite, e, files, a.out), skipped_steps=sorted(gap)))
     (a.out / "suite.json").write_text(json.dumps(dict(index, bundles=kept, count=len(kept))))
     print(f"{len(kept)} bundles -> {a.out}")
 

@@ -57,7 +57,7 @@ class JobData:
 def load(store: Store, job: str) -> JobData:
     q = lambda sql: store.sql(sql, [job])  # noqa: E731
     ranks = q("""SELECT rank, coalesce(host, 'rank-' || rank) AS host, host IS NOT NULL AS host_known, world_size, platform,
-                        truncated, steps, events, collectives, file FROM ranks WHERE job = ? ORDER BY rank""")
+                        truncated, steps, step_source, events, collectives, file FROM ranks WHERE job = ? ORDER BY rank""")
     return JobData(
         job=job, ranks=ranks,
         instances=q("SELECT * EXCLUDE (job) FROM collective_instances WHERE job = ?"),

@@ -31,6 +31,7 @@ from stallscope.ingest.schemas.kineto import (
     GPU_ACTIVITY_KIND,
     LENIENT_EVENTS,
     RUNTIME_CATS,
+    OPTIMIZER_STEP_PREFIX,
     STEP_RE,
     STRICT_EVENTS,
     NO_ARGS,
@@ -74,6 +75,7 @@ class TraceSummary:
     kernels: int = 0
     collectives: int = 0
     steps: int = 0
+    step_source: str | None = None
     truncated: bool = False
     file_bytes: int = 0
     sha256: str | None = None
@@ -123,6 +125,7 @@ class _Acc:
         self.runtime: list[pa.Table] = []
         self.comm: list[dict[str, Any]] = []
         self.steps: list[tuple[int, int, int]] = []
+        self.optimizer_steps: list[tuple[str, int, int]] = []
         self.meta: list[tuple[str, str, str, str]] = []
         self.pids: dict[int, int] = {}
         self.hip = False
@@ -332,6 +335,9 @@ def _consume(evs: list, s: TraceSummary, acc: _Acc, out: PartWriter) -> None:
         m = STEP_RE.match(X[i].name)
         if m:
             acc.steps.append((int(m.group(1)), int(ts[i]), int(dur[i])))
+    optm = cpu & _mask(pc.starts_with(name, OPTIMIZER_STEP_PREFIX)) & _mask(pc.equal(cat, "user_annotation"))
+    for i in np.nonzero(optm)[0]:
+        acc.optimizer_steps.append((X[i].name, int(ts[i]), int(dur[i])))
     commm = (cpu & _starts_with_any(name, _COMM_CPU_PREFIXES)) | comm_kernel
     for i in np.nonzero(commm)[0]:
         e = X[i]
@@ -407,6 +413,35 @@ def _from_lenient(e: LEvent) -> Any:
                   ts=num(e.ts), dur=num(e.dur), args=args)
 
 
+def steps_from_optimizer(spans: list[tuple[str, int, int]], trace_start: int | None) -> list[dict[str, int]]:
+    """Training steps of a trace without ``ProfilerStep`` marks (profiled without
+    ``prof.step()``), from torch.optim's ``Optimizer.step#…`` annotations (``(name, ts, dur)``
+    on the CPU): step *i* runs from the end of step *i - 1* (the trace's first event for the
+    first) to the end of optimizer step *i*, numbered from 0 in order on every rank (profiling
+    without a schedule starts at the same point of the loop on each). One name counts, the most
+    frequent; of several as frequent (two optimizers a step, as Shampoo then an EMA in HTA's
+    sample traces, or a GAN's two), the one that first runs latest, i.e. last in the step. A
+    step ends where the last optimizer annotation around its span ends (a wrapper optimizer
+    around the one counted). Work after the last optimizer step is in no step."""
+    if not spans or trace_start is None:
+        return []
+    count: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for n, t0, _ in spans:
+        count[n] = count.get(n, 0) + 1
+        first[n] = min(first.get(n, t0), t0)
+    name = max(count, key=lambda n: (count[n], first[n], n))
+    rows: list[dict[str, int]] = []
+    start = trace_start
+    for _, t0, d in sorted((x for x in spans if x[0] == name), key=lambda x: (x[1], -x[2])):
+        if t0 < start and rows:  # nested in the previous one
+            continue
+        end = max([t0 + d] + [u0 + ud for _, u0, ud in spans if u0 <= t0 < u0 + ud])
+        rows.append({"step": len(rows), "start_ns": start, "end_ns": end, "dur_ns": end - start})
+        start = end
+    return rows
+
+
 def _finish(s: TraceSummary, acc: _Acc, out: PartWriter, header: dict[str, Any]) -> None:
     rank = s.rank if s.rank is not None else -1
     s.trace_start_ns, s.trace_end_ns = acc.tmin, acc.tmax
@@ -463,6 +498,11 @@ def _finish(s: TraceSummary, acc: _Acc, out: PartWriter, header: dict[str, Any])
             if n not in by_step or d > by_step[n][1]:
                 by_step[n] = (t0, d)
         rows = [{"rank": rank, "step": n, "start_ns": t0, "end_ns": t0 + d, "dur_ns": d} for n, (t0, d) in sorted(by_step.items())]
+        s.step_source = "ProfilerStep"
+    else:
+        rows = [{"rank": rank, **r} for r in steps_from_optimizer(acc.optimizer_steps, acc.tmin)]
+        s.step_source = OPTIMIZER_STEP_PREFIX.rstrip("#") if rows else None
+    if rows:
         out.write("steps", pa.Table.from_pylist(rows))
         s.steps = len(rows)
     # process groups

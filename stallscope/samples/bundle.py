@@ -121,3 +121,39 @@ def load_json(data: bytes) -> dict:
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
     return json.loads(data)
+
+
+#: how trace files' names end (a bundle's other files: NCCL logs, manifests)
+TRACE_EXT = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
+
+
+def load_trace(data: bytes) -> dict | None:
+    """A Kineto trace's JSON from a file's bytes, or None when they are no complete trace (cut
+    by a killed job, not JSON, no ``traceEvents``)."""
+    try:
+        d = load_json(data)
+    except (OSError, ValueError, EOFError):
+        return None
+    return d if isinstance(d, dict) and isinstance(d.get("traceEvents"), list) else None
+
+
+def dump_trace(d: dict, gz: bool) -> bytes:
+    """A trace's bytes again, gzipped (reproducibly) when ``gz``."""
+    import json
+
+    raw = json.dumps(d).encode()
+    return gzip.compress(raw, mtime=0) if gz else raw
+
+
+def write_altered(suite: Path, entry: dict, files: dict[str, bytes], out: Path) -> dict:
+    """One bundle of a generated suite, altered (``files``: relative path -> bytes), written as
+    a folder under ``out`` beside a copy of its truth; returns its entry for ``out``'s
+    ``suite.json`` (the robustness benchmarks score such copies against the original truth)."""
+    import shutil
+
+    dest = out / entry["name"]
+    if dest.exists():
+        shutil.rmtree(dest)
+    pack(files, dest, "dir")
+    shutil.copy(suite / entry["truth"], dest / "truth.json")
+    return dict(entry, bundle=f"{entry['name']}/bundle", truth=f"{entry['name']}/truth.json")

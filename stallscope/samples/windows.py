@@ -18,16 +18,13 @@ parse (cut by a killed job) and traces with too few steps stay whole.
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 from typing import Any
 
-from stallscope.samples.bundle import load_json
+from stallscope.samples.bundle import TRACE_EXT, dump_trace, load_trace
 
 _STEP = re.compile(r"ProfilerStep#(\d+)")
 _STAMP = re.compile(r"\.(\d{10,})\.pt\.trace\.json")
-_TRACE_EXT = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
 
 
 def second_name(name: str) -> str:
@@ -41,26 +38,13 @@ def second_name(name: str) -> str:
     m = _STAMP.search(name)
     if m:
         return name[:m.start(1)] + str(int(m.group(1)) + 7_000) + name[m.end(1):]
-    ext = next((e for e in _TRACE_EXT if name.endswith(e)), "")
+    ext = next((e for e in TRACE_EXT if name.endswith(e)), "")
     return name[: len(name) - len(ext)] + ".w1" + ext
-
-
-def _trace(data: bytes) -> dict[str, Any] | None:
-    try:
-        d = load_json(data)
-    except (OSError, ValueError, EOFError):
-        return None
-    return d if isinstance(d, dict) and isinstance(d.get("traceEvents"), list) else None
-
-
-def _dump(d: dict[str, Any], gz: bool) -> bytes:
-    raw = json.dumps(d).encode()
-    return gzip.compress(raw, mtime=0) if gz else raw
 
 
 def split_trace(data: bytes, first: int, skip: int) -> tuple[bytes, bytes] | None:
     """The two windows of one trace file's bytes, or None when it stays whole."""
-    d = _trace(data)
+    d = load_trace(data)
     if d is None:
         return None
     starts: dict[int, float] = {}
@@ -78,7 +62,7 @@ def split_trace(data: bytes, first: int, skip: int) -> tuple[bytes, bytes] | Non
                                     if e.get("ph") == "M" or ("ts" in e and lo <= float(e["ts"]) < hi)])
 
     gz = data[:2] == b"\x1f\x8b"
-    return _dump(window(a0, gap0), gz), _dump(window(b0, float("inf")), gz)
+    return dump_trace(window(a0, gap0), gz), dump_trace(window(b0, float("inf")), gz)
 
 
 def split_windows(files: dict[str, bytes], first: int = 2, skip: int = 1) -> tuple[dict[str, bytes], int]:
@@ -87,7 +71,7 @@ def split_windows(files: dict[str, bytes], first: int = 2, skip: int = 1) -> tup
     out: dict[str, bytes] = {}
     split = 0
     for path, data in files.items():
-        cut = split_trace(data, first, skip) if path.endswith(_TRACE_EXT) else None
+        cut = split_trace(data, first, skip) if path.endswith(TRACE_EXT) else None
         if cut is None:
             out[path] = data
             continue

@@ -281,6 +281,22 @@ def _keep_only_culprit_logs(bundle: Path, truth: dict[str, Any]) -> None:
                 (bundle / log).unlink(missing_ok=True)  # ranks sharing a pid share a file
 
 
+def _strip_marks(bundle: Path, truth: dict[str, Any]) -> None:
+    """Every trace as profiled without ``prof.step()``: no ``ProfilerStep#N`` marks."""
+    from stallscope.samples.markers import strip_trace
+
+    for rel in truth["bundle"]["traces"].values():
+        p = bundle / rel
+        new = strip_trace(p.read_bytes())
+        if new is not None:
+            p.write_bytes(new)
+
+
+#: jobs profiled without step marks: name -> the fixture whose knobs they take (as folders; the
+#: same job with its marks is ``name + "+marks"``)
+NO_MARKS = {"compute_no_marks": "compute", "intermittent_no_marks": "intermittent", "healthy_no_marks": "healthy"}
+
+
 def _manifest_ports(degraded: bool) -> Callable[[Path, dict[str, Any]], None]:
     """Add the collector's manifest with its ``/sys/class/infiniband`` probe per host: every port
     ACTIVE at the job's link rate; on the culprit host of a degraded NIC, one port trained down to
@@ -320,6 +336,10 @@ class Jobs:
             elif name in MISSING:
                 like, seed, knobs, rank = MISSING[name]
                 self._jobs[name] = _generated(name, d, _drop_rank(rank), like=like, seed=seed, **knobs)
+            elif name in NO_MARKS:
+                self._jobs[name] = _generated(name, d, _strip_marks, like=NO_MARKS[name], archive="dir")
+            elif name.removesuffix("+marks") in NO_MARKS:  # the same job with its marks
+                self._jobs[name] = _generated(name, d, like=NO_MARKS[name.removesuffix("+marks")], archive="dir")
             elif name == "missing_rank":
                 self._jobs[name] = _generated(name, d, _drop_rank(5), like="healthy")
             elif name == "corrupt_file":

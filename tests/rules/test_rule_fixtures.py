@@ -87,6 +87,10 @@ EXPECTED: dict[str, set[str]] = {
     "missing_straggler": {"SYN001"},
     "missing_p2p": {"LOC002"},
     "missing_graph": set(),
+    # profiled without prof.step(): the steps come from the optimizer's annotations
+    "compute_no_marks": {"SYN001"},
+    "intermittent_no_marks": {"SYN002"},
+    "healthy_no_marks": set(),
 }
 
 #: job -> input rules that must fire on it
@@ -100,6 +104,8 @@ INPUT: dict[str, set[str]] = {
     "mixed_runs": {"ING003"},
     "few_steps": {"ING004"},
     "corrupt_file": {"ING005"},
+    "compute_no_marks": {"ING004"},  # info: steps taken from optimizer steps
+    "healthy_no_marks": {"ING004"},
 }
 
 

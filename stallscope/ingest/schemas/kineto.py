@@ -125,6 +125,10 @@ COMM_KERNEL_PREFIXES = ("ncclKernel", "ncclDevKernel", "ncclDev", "rcclKernel")
 
 #: ``ProfilerStep#N`` marks steps on the CPU
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+#: ``Optimizer.step#AdamW.step``: torch.optim's annotation of every optimizer step, on the CPU
+#: (and mirrored on the GPU as ``gpu_user_annotation``); where no ``ProfilerStep`` marks exist
+#: (profiled without ``prof.step()``), each one ends a training step
+OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
 
 # Old names: ncclKernel_AllReduce_RING_LL_Sum_float(...)
 _OLD_KERNEL_RE = re.compile(

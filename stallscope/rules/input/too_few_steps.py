@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stallscope.rules.base import Evidence, Finding, Rule
+import polars as pl
+
+from stallscope.rules.base import Evidence, Finding, Rule, ranks_text
 from stallscope.rules.context import Context
 
 MIN_STEPS = 3
@@ -12,15 +14,18 @@ class TooFewSteps(Rule):
     """Too few profiled steps (or none) to tell a pattern from a fluke.
 
     What it detects:
-        Fewer than three ``ProfilerStep#N`` spans in the traces, or none at all (no
-        ``profiler.step()`` calls).
+        Fewer than three profiled steps, or none at all; and traces without ``ProfilerStep#N``
+        marks (no ``prof.step()`` calls) whose steps ingest took from torch.optim's
+        ``Optimizer.step#…`` annotations instead (``ranks.step_source``), said at info level.
 
     Why it slows the job:
         It does not; but persistence ("late in most steps"), intermittency and jitter need
-        several steps, and without step markers there is no per-step breakdown at all.
+        several steps, and without steps there is no per-step breakdown at all. Steps taken
+        from optimizer steps are numbered in order on each rank, assuming every rank's profile
+        starts at the same point of the loop (it does when the profiler wraps the loop).
 
     Evidence it cites:
-        ``steps`` per rank.
+        ``steps`` per rank; ``ranks.step_source``.
 
     How to fix:
         Call ``prof.step()`` every iteration and profile at least 5 active steps
@@ -37,7 +42,7 @@ class TooFewSteps(Rule):
     def check(self, ctx: Context) -> list[Finding]:
         n = ctx.n_steps
         if n >= MIN_STEPS:
-            return []
+            return self._inferred(ctx)
         what = "no ProfilerStep markers" if n == 0 else f"only {n} profiled step{'s' if n > 1 else ''}"
         return [Finding(rule=self.code, cause=self.cause, title=f"{what} in the traces",
                         summary=f"The traces hold {what}: per-step conclusions (persistent vs intermittent stragglers, jitter) "
@@ -46,3 +51,20 @@ class TooFewSteps(Rule):
                         evidence=[Evidence("profiled steps per rank", f"SELECT rank, count(*) AS steps FROM steps WHERE {ctx.where} "
                                                                      f"GROUP BY rank ORDER BY rank", n)],
                         recommendation="Call prof.step() every iteration and profile ≥ 5 active steps.", severity="info")]
+
+    def _inferred(self, ctx: Context) -> list[Finding]:
+        src = ctx.d.ranks["step_source"] if "step_source" in ctx.d.ranks.columns else None
+        if src is None:
+            return []
+        ranks = ctx.d.ranks.filter(pl.col("step_source") == "Optimizer.step")["rank"].to_list()
+        if not ranks:
+            return []
+        return [Finding(rule=self.code, cause=self.cause, title="no ProfilerStep markers: steps taken from optimizer steps",
+                        summary=f"The traces of rank(s) {ranks_text(ranks)} hold no ProfilerStep markers (profiled without "
+                                f"prof.step()); each of their steps runs to the end of an Optimizer.step annotation, numbered "
+                                f"in order on every rank.",
+                        ranks=ranks, hosts=[], lost_time_fraction=None, confidence=1.0,
+                        evidence=[Evidence("where each rank's steps come from",
+                                           f"SELECT rank, steps, step_source FROM ranks WHERE {ctx.where} ORDER BY rank", len(ranks))],
+                        recommendation="Call prof.step() every iteration (or use torch.profiler.schedule) so that steps are marked.",
+                        severity="info")]

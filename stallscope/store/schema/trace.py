@@ -43,7 +43,10 @@ RANKS = TableSpec(
         C("events", I64, "complete (`ph: X`) events kept"),
         C("kernels", I64, "GPU activities kept (kernels, memcpy, memset)"),
         C("collectives", I64, "collective calls found"),
-        C("steps", I32, "`ProfilerStep#N` spans found"),
+        C("steps", I32, "training steps found (`ProfilerStep#N` spans, or optimizer steps: `step_source`)"),
+        C("step_source", STR, "where the steps come from: `ProfilerStep` (the profiler's `step()` marks), `Optimizer.step` "
+                              "(no marks, the trace profiled without `prof.step()`: each step ends where a `Optimizer.step#…` "
+                              "annotation of torch.optim ends, numbered from 0), null (neither: no steps)"),
         C("truncated", BOOL, "true when the file ended before the JSON did (killed job); complete events were kept"),
         C("file", STR, "path of the trace inside the bundle (the first window's when the rank left several)"),
         C("file_bytes", I64, "size of the file as stored (compressed if gzip; summed over a rank's windows)", "bytes"),
@@ -125,11 +128,14 @@ COLLECTIVES = TableSpec(
 
 STEPS = TableSpec(
     "steps",
-    "Training steps as the profiler marked them (`ProfilerStep#N` spans on the CPU), per rank.",
+    "Training steps as the profiler marked them (`ProfilerStep#N` spans on the CPU), per rank; in a trace"
+    " without those marks, from the end of one optimizer step to the end of the next (`ranks.step_source`).",
     (
         C("rank", I32, "global rank → ranks.rank"),
-        C("step", I64, "the N of `ProfilerStep#N` (same N on every rank for the same iteration)"),
-        C("start_ns", I64, "CPU span start (trace clock)", "ns"),
+        C("step", I64, "the N of `ProfilerStep#N` (same N on every rank for the same iteration); 0, 1, … in order "
+                       "for steps taken from optimizer steps"),
+        C("start_ns", I64, "CPU span start (trace clock; the previous optimizer step's end, or the trace's first "
+                           "event, for steps taken from optimizer steps)", "ns"),
         C("end_ns", I64, "CPU span end", "ns"),
         C("dur_ns", I64, "CPU span duration", "ns"),
     ),

@@ -1,0 +1,39 @@
+"""Traces profiled without ``prof.step()``: no ``ProfilerStep#N`` marks.
+
+``torch.profiler.profile`` used as a plain context manager around a few iterations, with no
+``schedule`` and no ``step()`` calls, records no ``ProfilerStep#N`` spans: a common way to
+profile by hand. :func:`strip_step_marks` turns a bundle written with the marks into that
+layout (every ``ProfilerStep#N`` event removed, on the CPU and its GPU mirror; everything else
+kept), for the tests and the robustness benchmark (``benchmarks/no_step_marks.py``) that check
+the analysis still finds the steps (from torch.optim's ``Optimizer.step#…`` annotations) and
+reads the job the same. Traces that do not parse (cut by a killed job) stay as they are.
+"""
+
+from __future__ import annotations
+
+from stallscope.samples.bundle import TRACE_EXT, dump_trace, load_trace
+
+_MARK = "ProfilerStep#"
+
+
+def strip_trace(data: bytes) -> bytes | None:
+    """One trace file's bytes without its step marks, or None when it stays as it is."""
+    d = load_trace(data)
+    if d is None:
+        return None
+    kept = [e for e in d["traceEvents"] if not str(e.get("name", "")).startswith(_MARK)]
+    if len(kept) == len(d["traceEvents"]):
+        return None
+    return dump_trace(dict(d, traceEvents=kept), data[:2] == b"\x1f\x8b")
+
+
+def strip_step_marks(files: dict[str, bytes]) -> tuple[dict[str, bytes], int]:
+    """A bundle's files (relative path -> bytes, see :func:`stallscope.samples.bundle.read_files`)
+    with every trace's step marks removed; and how many traces changed."""
+    out: dict[str, bytes] = {}
+    changed = 0
+    for path, data in files.items():
+        new = strip_trace(data) if path.endswith(TRACE_EXT) else None
+        out[path] = data if new is None else new
+        changed += new is not None
+    return out, changed

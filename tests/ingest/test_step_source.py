@@ -1,0 +1,90 @@
+"""Traces without ``ProfilerStep`` marks (profiled without ``prof.step()``): steps from optimizer steps."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+import stallscope
+from stallscope.api import ingest
+from stallscope.ingest.kineto import steps_from_optimizer
+from stallscope.samples.markers import strip_trace
+from tests.conftest import TRACES
+
+OPT = "Optimizer.step#SGD.step"
+
+
+def test_each_step_runs_to_the_end_of_an_optimizer_step() -> None:
+    rows = steps_from_optimizer([(OPT, 500, 50), (OPT, 100, 20), (OPT, 300, 10)], 0)
+    assert [(r["step"], r["start_ns"], r["end_ns"], r["dur_ns"]) for r in rows] == [
+        (0, 0, 120, 120), (1, 120, 310, 190), (2, 310, 550, 240)]
+
+
+def test_nothing_to_infer_from() -> None:
+    assert steps_from_optimizer([], 0) == []
+    assert steps_from_optimizer([(OPT, 1, 1)], None) == []
+
+
+def test_two_optimizers_a_step_end_it_with_the_later_one() -> None:
+    """HTA's trace_filter sample: Shampoo.step, then EMAOptimizer.step, once each a step."""
+    spans = [("Optimizer.step#Shampoo.step", 100, 50), ("Optimizer.step#EMA.step", 160, 10),
+             ("Optimizer.step#Shampoo.step", 300, 50), ("Optimizer.step#EMA.step", 360, 10)]
+    assert [r["end_ns"] for r in steps_from_optimizer(spans, 0)] == [170, 370]
+
+
+def test_a_wrapper_around_the_counted_optimizer_ends_the_step() -> None:
+    """An optimizer whose step() calls another's: the inner one runs first inside the outer."""
+    spans = [("Optimizer.step#Wrapper.step", 100, 100), ("Optimizer.step#Adam.step", 110, 50),
+             ("Optimizer.step#Wrapper.step", 300, 100), ("Optimizer.step#Adam.step", 310, 50)]
+    assert [r["end_ns"] for r in steps_from_optimizer(spans, 0)] == [200, 400]
+
+
+def test_a_nested_span_of_the_same_name_is_one_step() -> None:
+    assert [r["end_ns"] for r in steps_from_optimizer([(OPT, 100, 100), (OPT, 120, 30), (OPT, 300, 10)], 0)] == [200, 310]
+
+
+#: real traces with both marks and torch.optim annotations (the HTA samples, the gloo run)
+REAL = ["hta/nccl_parser_config/nccl_data.json.gz", "hta/trace_diff/control/control.json.gz",
+        "hta/trace_filter/sampled_rank-0.json.gz", "cpu_gloo/rank0.pt.trace.json.gz"]
+
+
+def _marks(path: Path) -> list[tuple[int, int]]:
+    d = json.loads(gzip.decompress(path.read_bytes()))
+    return sorted((round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)) for e in d["traceEvents"]
+                  if e.get("ph") == "X" and e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#"))
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_a_real_trace_without_its_marks_keeps_its_steps(name: str, store: Path, tmp_path: Path) -> None:
+    """Each step taken from the optimizer ends inside the profiler's own step of the same
+    order (where the optimizer ran last in it), and there are as many."""
+    src = TRACES / name
+    stripped = strip_trace(src.read_bytes())
+    assert stripped is not None
+    path = tmp_path / src.name
+    path.write_bytes(stripped)
+    ingest([path], store=store, analyze=False)
+    s = stallscope.open(store)
+    row = s.sql("SELECT steps, step_source FROM ranks").row(0, named=True)
+    marks = _marks(src)
+    assert row == {"steps": len(marks), "step_source": "Optimizer.step"}
+    steps = s.sql("SELECT step, start_ns, end_ns FROM steps ORDER BY step").rows()
+    assert [st for st, _, _ in steps] == list(range(len(marks)))
+    for (_, a, z), (m0, m1) in zip(steps, marks):
+        assert m0 <= z <= m1  # both on the trace clock
+        assert a < z
+
+
+def test_marks_win_over_optimizer_steps(store: Path) -> None:
+    ingest([TRACES / REAL[0]], store=store, analyze=False)
+    row = stallscope.open(store).sql("SELECT steps, step_source FROM ranks").row(0, named=True)
+    assert row == {"steps": 3, "step_source": "ProfilerStep"}
+
+
+def test_no_marks_and_no_optimizer_no_steps(store: Path) -> None:
+    ingest([TRACES / "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"], store=store, analyze=False)
+    row = stallscope.open(store).sql("SELECT steps, step_source FROM ranks").row(0, named=True)
+    assert row == {"steps": 0, "step_source": None}
