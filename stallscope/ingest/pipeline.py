@@ -439,8 +439,8 @@ def _reconcile_ranks(writer: JobWriter, summaries: list[dict[str, Any]], warning
     for s in final:
         row = {k: s.get(k) for k in ("rank", "world_size", "host", "host_source", "pid", "backend", "nccl_version", "device_name",
                                       "device_id", "device_count", "platform", "schema_version", "base_time_ns", "trace_start_ns",
-                                      "trace_end_ns", "events", "kernels", "collectives", "steps", "step_source", "truncated", "file", "file_bytes",
-                                      "sha256")}
+                                      "trace_end_ns", "events", "kernels", "collectives", "steps", "step_source", "truncated", "file",
+                                      "file_bytes", "sha256")}
         row["local_rank"] = None
         row["files"] = [w["file"] for w in taken[s["rank"]]]
         rows.append(_merge_windows(row, taken[s["rank"]]))

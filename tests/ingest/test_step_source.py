@@ -54,7 +54,8 @@ REAL = ["hta/nccl_parser_config/nccl_data.json.gz", "hta/trace_diff/control/cont
 def _marks(path: Path) -> list[tuple[int, int]]:
     d = json.loads(gzip.decompress(path.read_bytes()))
     return sorted((round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)) for e in d["traceEvents"]
-                  if e.get("ph") == "X" and e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#"))
+                  if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+                  and str(e.get("name", "")).startswith("ProfilerStep#"))
 
 
 @pytest.mark.parametrize("name", REAL)

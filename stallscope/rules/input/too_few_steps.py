@@ -43,7 +43,7 @@ class TooFewSteps(Rule):
         n = ctx.n_steps
         if n >= MIN_STEPS:
             return self._inferred(ctx)
-        what = "no ProfilerStep markers" if n == 0 else f"only {n} profiled step{'s' if n > 1 else ''}"
+        what = "no ProfilerStep markers (nor optimizer steps)" if n == 0 else f"only {n} profiled step{'s' if n > 1 else ''}"
         return [Finding(rule=self.code, cause=self.cause, title=f"{what} in the traces",
                         summary=f"The traces hold {what}: per-step conclusions (persistent vs intermittent stragglers, jitter) "
                                 f"are {'not possible' if n == 0 else 'weak'}.",
@@ -53,8 +53,7 @@ class TooFewSteps(Rule):
                         recommendation="Call prof.step() every iteration and profile ≥ 5 active steps.", severity="info")]
 
     def _inferred(self, ctx: Context) -> list[Finding]:
-        src = ctx.d.ranks["step_source"] if "step_source" in ctx.d.ranks.columns else None
-        if src is None:
+        if "step_source" not in ctx.d.ranks.columns:
             return []
         ranks = ctx.d.ranks.filter(pl.col("step_source") == "Optimizer.step")["rank"].to_list()
         if not ranks:
@@ -64,7 +63,8 @@ class TooFewSteps(Rule):
                                 f"prof.step()); each of their steps runs to the end of an Optimizer.step annotation, numbered "
                                 f"in order on every rank.",
                         ranks=ranks, hosts=[], lost_time_fraction=None, confidence=1.0,
-                        evidence=[Evidence("where each rank's steps come from",
-                                           f"SELECT rank, steps, step_source FROM ranks WHERE {ctx.where} ORDER BY rank", len(ranks))],
-                        recommendation="Call prof.step() every iteration (or use torch.profiler.schedule) so that steps are marked.",
+                        evidence=[Evidence("where each rank's steps come from", f"SELECT rank, steps, step_source FROM ranks "
+                                                                                  f"WHERE {ctx.where} ORDER BY rank", len(ranks))],
+                        recommendation="Call prof.step() every iteration (or use torch.profiler.schedule) so that steps are "
+                                       "marked.",
                         severity="info")]
