@@ -87,6 +87,10 @@ class Timeline:
     #: per row: the rank's previous row (by arrival) its arrival is paced from, or -1 (paced from
     #: its anchor's end); for such rows ``row_gap`` is the time since that row's arrival
     row_prev: np.ndarray
+    #: per row: the previous row its arrival could be paced from by its own rank alone (the rank
+    #: computed through its anchor's end, neither row queued), whether or not the rest of its
+    #: instance is; -1 otherwise. Transfer what-ifs pace from it (:func:`waited_anchors`)
+    row_own_prev: np.ndarray
     tail_row: np.ndarray         #: per rank: its row that ended last, or -1
     tail: np.ndarray             #: per rank: last step end - end of tail_row (or - start)
     makespan: float              #: recorded T (ns)
@@ -110,8 +114,8 @@ class Timeline:
         return bool(self.attrs["op"].is_in(P2P_OPS).any())
 
     @cached_property
-    def waited(self) -> tuple[np.ndarray, np.ndarray]:
-        """Anchors and gaps for what-ifs that change transfers (:func:`waited_anchors`)."""
+    def waited(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Anchors, gaps and pacing rows for what-ifs that change transfers (:func:`waited_anchors`)."""
         return waited_anchors(self)
 
     @property
@@ -228,14 +232,18 @@ def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.D
     probe_g = m.select("row", "rank", pl.col("arrival_ns").cast(pl.Float64).alias("_a")).sort("_a")
     last_gate = (probe_g.join_asof(gate_end, left_on="_a", right_on="_ge", by="rank", strategy="backward", check_sortedness=False)
                  .sort("row")["_ge"].fill_null(-np.inf).to_numpy())
-    paced = _paced_rows(chain, anchor, prev_row, queued, gates, overlaps, pos)
-    paced &= last_gate <= arrival[np.maximum(prev_row, 0)]
+    own_paced = _own_paced(anchor, prev_row, queued, gates, overlaps, pos)
+    paced = _paced_rows(chain, own_paced)
+    after_gate = last_gate <= arrival[np.maximum(prev_row, 0)]
+    paced &= after_gate
+    own_paced &= after_gate
     row_prev = np.where(paced, prev_row, -1)
     gap = np.where(paced, arrival - arrival[np.maximum(prev_row, 0)], gap)
     chain = chain.with_columns(pl.Series("gap", gap))
     return Timeline(ranks=ranks, start=start, end=end, inst_ids=inst_ids, inst_rows=inst_rows, row_rank_idx=row_rank_idx,
                     row_anchor=anchor, row_gap=gap, row_transfer=transfer, row_end=row_end, row_arrival=arrival,
-                    row_ready=row_ready, row_gates=gates, row_overlaps=overlaps, row_prev=row_prev, tail_row=tail_row, tail=tail,
+                    row_ready=row_ready, row_gates=gates, row_overlaps=overlaps, row_prev=row_prev,
+                    row_own_prev=np.where(own_paced, prev_row, -1), tail_row=tail_row, tail=tail,
                     makespan=float(end.max() - start.min()) - unprofiled_ns(windows), attrs=attrs, chain=chain,
                     tail_role=tail_role, rank_cut=rank_cut)
 
@@ -369,24 +377,30 @@ def _spans_with_absent(span: pl.DataFrame, members: pl.DataFrame, absent: pl.Dat
     return out.select("rank", "s", "e")
 
 
-def _paced_rows(chain: pl.DataFrame, anchor: np.ndarray, prev_row: np.ndarray, queued: np.ndarray, gates: np.ndarray,
-                overlaps: np.ndarray, pos: np.ndarray) -> np.ndarray:
+def _own_paced(anchor: np.ndarray, prev_row: np.ndarray, queued: np.ndarray, gates: np.ndarray, overlaps: np.ndarray,
+               pos: np.ndarray) -> np.ndarray:
     """Rows whose arrival is paced by the rank's own computation since its previous arrival, not
     by its anchor's end: the rank was computing when the anchor ended (``compute_overlaps_end``)
     and did not wait for it, and neither row sat queued. DDP's gradient buckets: backward runs on
     under the all-reduces, and bucket k+1 is ready when backward reaches it, whenever bucket k
     ended. Anchored on bucket k's end instead, a rank that started backward late looks slower at
     every bucket (its gap from the shared end is longer by its delay each time), and a what-if
-    that gives it its peers' gap would recover its delay once per bucket.
-
-    Peers are compared gap to gap, so the two kinds never mix where gaps are compared: a row is
-    paced only when every row of its instance, of its role at that step and ordinal, and of the
-    other roles doing the same op there, is."""
-    n = len(anchor)
+    that gives it its peers' gap would recover its delay once per bucket; a what-if that speeds
+    the transfers up would let a straggler's slow computation shrink with them (seed 29000
+    #0122: a compute straggler and a NIC at half speed, the NIC's replay 18.0 % where the rerun
+    without it saves 3 %)."""
     a = np.maximum(anchor, 0)
     p = np.maximum(prev_row, 0)
-    ok = ((anchor >= 0) & (prev_row >= 0) & ~queued & overlaps[a] & ~gates[a] & ~queued[p]
-          & (pos[p] < pos))  # the previous row is replayed before this one
+    return ((anchor >= 0) & (prev_row >= 0) & ~queued & overlaps[a] & ~gates[a] & ~queued[p]
+            & (pos[p] < pos))  # the previous row is replayed before this one
+
+
+def _paced_rows(chain: pl.DataFrame, ok: np.ndarray) -> np.ndarray:
+    """The rows of :func:`_own_paced` (``ok``) that every peer row is paced alongside, for the
+    what-ifs that compare gaps between peers: gap to gap, so the two kinds never mix where gaps are
+    compared. A row is paced only when every row of its instance, of its role at that step and
+    ordinal, and of the other roles doing the same op there, is."""
+    n = len(ok)
     if not ok.any():
         return np.zeros(n, dtype=bool)
     keys = chain.select("pos", "role", "step", "ordinal", "op")
@@ -512,12 +526,13 @@ TransferRule = Callable[[int, np.ndarray], np.ndarray]
 
 
 def replay(tl: Timeline, *, gaps: np.ndarray | None = None, transfers: TransferRule | None = None,
-           tails: np.ndarray | None = None, anchors: np.ndarray | None = None) -> float:
+           tails: np.ndarray | None = None, anchors: np.ndarray | None = None, prevs: np.ndarray | None = None) -> float:
     """Replayed makespan T' (ns): ``gaps`` replaces every row's gap, ``tails`` every rank's tail,
     ``transfers(pos, own_transfers) -> own_transfers`` changes transfers, ``anchors`` every row's
-    anchor (each one replayed before the row)."""
+    anchor (each one replayed before the row), ``prevs`` the rows each row is paced from."""
     g_all = tl.row_gap if gaps is None else gaps
     anchor = tl.row_anchor if anchors is None else anchors
+    prev_all = tl.row_prev if prevs is None else prevs
     new_end = tl.row_end.copy()
     new_arr = tl.row_arrival.copy()
     start = tl.start
@@ -527,7 +542,7 @@ def replay(tl: Timeline, *, gaps: np.ndarray | None = None, transfers: TransferR
         ridx = tl.row_rank_idx[rows]
         anc = anchor[rows]
         base = np.where(anc >= 0, new_end[np.maximum(anc, 0)], start[ridx])
-        prv = tl.row_prev[rows]
+        prv = prev_all[rows]
         if (prv >= 0).any():
             # paced by the rank's computation since its previous arrival; not before its anchor
             # ends (a stream runs its collectives in order; less the few µs an anchor may end after
@@ -598,10 +613,11 @@ def culprits_like_peers_and_transfers_at(tl: Timeline, culprit_ranks: Iterable[i
     if plan is None:
         return transfers_at(tl, new_transfer_ns)
     p_anchors, own_gaps, p_gaps, tails, cul_rows = plan
-    w_anchors, w_gaps = tl.waited
+    w_anchors, w_gaps, w_prevs = tl.waited
     anchors = np.where(cul_rows, p_anchors, w_anchors)
-    return lost_fraction_between(replay(tl, gaps=np.where(cul_rows, own_gaps, w_gaps), anchors=anchors),
-                                 replay(tl, gaps=np.where(cul_rows, p_gaps, w_gaps), tails=tails, anchors=anchors,
+    prevs = np.where(cul_rows, tl.row_prev, w_prevs)
+    return lost_fraction_between(replay(tl, gaps=np.where(cul_rows, own_gaps, w_gaps), anchors=anchors, prevs=prevs),
+                                 replay(tl, gaps=np.where(cul_rows, p_gaps, w_gaps), tails=tails, anchors=anchors, prevs=prevs,
                                         transfers=_transfer_rule(new_transfer_ns)), tl.makespan)
 
 
@@ -722,9 +738,10 @@ def transfers_at(tl: Timeline, new_transfer_ns: dict[int, float]) -> float:
     """Lost fraction if the instances at positions ``new_transfer_ns`` moved their bytes in the
     given time (only ever faster than recorded), each arrival anchored on what it waited for
     (:func:`waited_anchors`)."""
-    anchors, gaps = tl.waited
-    return lost_fraction_between(replay(tl, gaps=gaps, anchors=anchors),
-                                 replay(tl, gaps=gaps, anchors=anchors, transfers=_transfer_rule(new_transfer_ns)), tl.makespan)
+    anchors, gaps, prevs = tl.waited
+    return lost_fraction_between(replay(tl, gaps=gaps, anchors=anchors, prevs=prevs),
+                                 replay(tl, gaps=gaps, anchors=anchors, prevs=prevs, transfers=_transfer_rule(new_transfer_ns)),
+                                 tl.makespan)
 
 
 def _transfer_rule(new_transfer_ns: dict[int, float]) -> TransferRule:
@@ -758,9 +775,13 @@ def waited_anchors(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
     message: a pipeline stage computes on the activations it receives, so a receive is a
     dependency even when the stage was still busy with the previous micro-batch as it ended (the
     independent simulator's `p_f2`, sockets between stages: re-anchored, 30.8 % against 47.3 %
-    planted; 36.3 % before). Replaying with these anchors and gaps reproduces
-    the recording as the recorded ones do; gap what-ifs keep the recorded anchors, which their
-    peer comparisons were built on."""
+    planted; 36.3 % before). A row whose rank computed through the end of the previous
+    collective on its own communicator is paced by that rank's computation since its previous
+    arrival (:func:`_own_paced`), also where its peers waited or sat queued, so the gap-to-gap
+    rule of :func:`_paced_rows` anchored it on that end: a straggler's slow backward between its
+    DDP buckets then shrank with every faster transfer. Replaying with these anchors, gaps and
+    pacing rows reproduces the recording as the recorded ones do; gap what-ifs keep the recorded
+    anchors, which their peer comparisons were built on. Returns (anchors, gaps, pacing rows)."""
     anchor, gap = tl.row_anchor, tl.row_gap
     a = np.maximum(anchor, 0)
     pos = tl.chain["pos"].to_numpy().astype(np.int64)
@@ -770,7 +791,7 @@ def waited_anchors(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
     p2p = tl.attrs["op"].is_in(P2P_OPS).to_numpy()[pos]
     loose = ((anchor >= 0) & (tl.row_prev < 0) & ~np.isfinite(tl.row_ready) & ~tl.row_gates[a] & tl.row_overlaps[a]
              & (chan[a] != chan) & ~p2p[a])
-    out = (anchor, gap)
+    out: tuple[np.ndarray, np.ndarray] = (anchor, gap)
     if loose.any():
         rows = np.arange(len(anchor))
         ends = pl.DataFrame({"rank": tl.chain["rank"], "chan": chan, "_end": tl.row_end, "cand": rows,
@@ -794,4 +815,13 @@ def waited_anchors(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
             anchor[r[ok]] = new[ok]
             gap[r[ok]] = tl.row_arrival[r[ok]] - tl.row_end[new[ok]]
             out = (anchor, gap)
-    return out
+    anchor, gap = out
+    # the rank computed through the end of the previous collective on its communicator: its own
+    # computation paces it, whatever its peers did (no gaps are compared between peers here)
+    pace = (tl.row_prev < 0) & (tl.row_own_prev >= 0) & (chan[a] == chan) & ~p2p[a]
+    if not pace.any():
+        return anchor, gap, tl.row_prev
+    gap = gap.copy()
+    own = np.maximum(tl.row_own_prev, 0)
+    gap[pace] = (tl.row_arrival - tl.row_arrival[own])[pace]
+    return anchor, gap, np.where(pace, tl.row_own_prev, tl.row_prev)

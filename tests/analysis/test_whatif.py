@@ -307,12 +307,35 @@ def test_faster_transfers_gain_only_what_the_computation_did_not_hide() -> None:
     tl = build_timeline(*_hsdp_backward(allreduce_ns=slow))
     ref = build_timeline(*_hsdp_backward(allreduce_ns=fast))
     assert tl is not None and ref is not None
-    anchors, gaps = tl.waited
+    anchors, gaps, prevs = tl.waited
     assert (anchors != tl.row_anchor).any()
-    assert abs(replay(tl, gaps=gaps, anchors=anchors) - tl.makespan) <= 1.0
+    assert abs(replay(tl, gaps=gaps, anchors=anchors, prevs=prevs) - tl.makespan) <= 1.0
     truth = (tl.makespan - ref.makespan) / tl.makespan
     inter = {p: float(fast) for p in range(tl.n_instances) if tl.attrs["scope"][p] == "inter"}
     assert transfers_at(tl, inter) == pytest.approx(truth, rel=0.02)
+
+
+def test_faster_transfers_do_not_speed_up_a_straggler_s_computation() -> None:
+    """Rank 2 computes each bucket in 6 ms, its peers in 5, and every all-reduce takes 5.5 ms
+    instead of 2 (a compute straggler and a NIC at a third of its speed). The peers' buckets sit
+    queued behind the stream; rank 2's arrive when its backward produces them, 0.5 ms after the
+    previous all-reduce ended. At full speed only the last bucket's transfer and the queue behind
+    it shrink: rank 2's backward still paces the buckets. Anchored on the previous all-reduce's
+    end (its peers queued, so the gap-to-gap rule did not pace rank 2), the replay shrank rank 2's
+    computation with every transfer and claimed both faults' cost for the NIC (seed 29000 #0122)."""
+    from stallscope.analysis.whatif import transfers_at
+
+    tl = build_timeline(*_ddp(slow_ns=MS, transfer_ns=11 * MS // 2))
+    ref = build_timeline(*_ddp(slow_ns=MS, transfer_ns=2 * MS))
+    both = build_timeline(*_ddp(transfer_ns=2 * MS))
+    assert tl is not None and ref is not None and both is not None
+    anchors, gaps, prevs = tl.waited
+    assert (prevs >= 0).sum() > (tl.row_prev >= 0).sum()
+    assert abs(replay(tl, gaps=gaps, anchors=anchors, prevs=prevs) - tl.makespan) <= 1.0
+    truth = (tl.makespan - ref.makespan) / tl.makespan
+    fast = {p: float(2 * MS) for p in range(tl.n_instances)}
+    assert transfers_at(tl, fast) == pytest.approx(truth, rel=0.05)
+    assert transfers_at(tl, fast) < 0.6 * (tl.makespan - both.makespan) / tl.makespan
 
 
 def test_a_late_rank_with_slow_transfers_gains_both_in_series() -> None:
