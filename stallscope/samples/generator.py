@@ -36,6 +36,7 @@ from stallscope.samples.scenarios import RANK_LEVEL, SCENARIOS, Ctx, Knobs, reso
 from stallscope.samples.schedule import ModelSpec, build_programs, build_spec, expected_counts
 from stallscope.samples.truth import GroundTruth
 from stallscope.samples.versions import version
+from stallscope.samples.markers import strip_step_marks
 from stallscope.samples.windows import split_windows
 
 #: lost-time bands per severity: the calibration aims inside them
@@ -135,6 +136,10 @@ def generate(scenario: str, *, out: str | Path, seed: int, name: str | None = No
         k.drop = 1 if np.random.default_rng([seed, 13]).random() < 0.05 else 0
     if k.windows is None:  # the same
         k.windows = 1 if np.random.default_rng([seed, 15]).random() < 0.05 else 0
+    if k.step_marks is None:  # the same; profiling windows are cut at the marks, so they keep them
+        k.step_marks = bool(k.windows) or not np.random.default_rng([seed, 17]).random() < 0.05
+    elif not k.step_marks and k.windows:
+        raise UsageError("step_marks=false cannot go with windows=1: profiling windows are cut at the step marks")
     name = name or f"{scenario}-s{seed}"
     dest = Path(out) / name
     if k.nodes is None or k.nodes < 1 or k.gpus not in (1, 2, 4, 8):
@@ -371,6 +376,9 @@ def _write_files(job: Job, spec: ModelSpec, final: SimResult, eff: F.Effects, fa
         if free:
             files, n_split = split_windows(files, first=free[0], skip=1)
             windows = {"first_steps": free[0], "skipped_steps": 1, "traces_split": n_split}
+    # profiled without prof.step(): no ProfilerStep#N marks (steps from the optimizer's annotations)
+    if not k.step_marks:
+        files, _ = strip_step_marks(files)
     # NCCL logs
     log_hosts: list[int] = []
     if k.logs == "all":

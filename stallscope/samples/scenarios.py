@@ -68,6 +68,7 @@ class Knobs:
     truncate: int | None = None  #: traces cut mid-file (killed job), never a culprit's
     drop: int | None = None  #: ranks whose trace is missing (lost, never written), never a culprit's unless all are
     windows: int | None = None  #: 1: every trace in two profiling windows (schedule repeat), a step recorded in neither
+    step_marks: bool | None = None  #: False: profiled without ``prof.step()``, no ``ProfilerStep#N`` marks (not with windows)
     gpu: str | None = None  #: A100-80 | A100-40 | H100
     network: str | None = None  #: IB | RoCE
     step_ms: float | None = None

@@ -40,7 +40,7 @@ class Analyzed:
 
     def __init__(self, root: Path, scenario: str, seed: int, knobs: dict[str, Any]) -> None:
         knobs = dict(nodes=2, gpus=4, steps=4, detail="lean", noise="low", clock_offset_ms=30.0, drift=False,
-                     truncate=0, drop=0, windows=0, logs="none") | knobs
+                     truncate=0, drop=0, windows=0, step_marks=True, logs="none") | knobs
         gt = generate(scenario, out=root, seed=seed, **knobs)
         self.truth: dict[str, Any] = json.loads((gt.bundle_path.parent / "truth.json").read_text())
         res = api.ingest([gt.bundle_path], store=root / "store")

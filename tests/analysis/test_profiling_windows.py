@@ -16,7 +16,7 @@ from stallscope.samples import generate
 from stallscope.samples.bundle import load_json, pack, read_files
 from stallscope.samples.windows import split_trace, split_windows
 
-KNOBS = dict(nodes=2, gpus=4, steps=8, detail="lean", noise="low", truncate=0, drop=0, windows=0, logs="none",
+KNOBS = dict(nodes=2, gpus=4, steps=8, detail="lean", noise="low", truncate=0, drop=0, windows=0, step_marks=True, logs="none",
              parallelism="ddp", severity="moderate", archive="dir", gzip=False, torch_variant="kineto_2025")
 
 

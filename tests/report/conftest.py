@@ -48,7 +48,7 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Job]:
         # healthy and degraded_nic share a seed: the same model and machines, one fault apart
         # (what a nightly diff compares)
         seed = 600 if sc in ("healthy", "degraded_nic") else 600 + i
-        knobs: dict[str, Any] = dict(nodes=2, gpus=4, steps=3, detail="lean", noise="low", logs="all", truncate=0, drop=0, windows=0, clock_offset_ms=25.0) | KNOBS.get(sc, {})
+        knobs: dict[str, Any] = dict(nodes=2, gpus=4, steps=3, detail="lean", noise="low", logs="all", truncate=0, drop=0, windows=0, step_marks=True, clock_offset_ms=25.0) | KNOBS.get(sc, {})
         truth = generate(sc, out=out, seed=seed, **knobs)
         job = ingest([truth.bundle_path], store=store).job
         handle = open_store(store, job=job)

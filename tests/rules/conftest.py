@@ -26,7 +26,7 @@ from stallscope.rules.base import Finding
 from stallscope.samples import generate
 from stallscope.store.queries import Store
 
-BASE: dict[str, Any] = dict(nodes=2, gpus=4, steps=5, detail="lean", noise="low", truncate=0, drop=0, windows=0, clock_offset_ms=30.0)
+BASE: dict[str, Any] = dict(nodes=2, gpus=4, steps=5, detail="lean", noise="low", truncate=0, drop=0, windows=0, step_marks=True, clock_offset_ms=30.0)
 
 #: name -> (scenario, seed, knobs); the seeds are fixed so every run sees the same jobs
 JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
@@ -281,17 +281,6 @@ def _keep_only_culprit_logs(bundle: Path, truth: dict[str, Any]) -> None:
                 (bundle / log).unlink(missing_ok=True)  # ranks sharing a pid share a file
 
 
-def _strip_marks(bundle: Path, truth: dict[str, Any]) -> None:
-    """Every trace as profiled without ``prof.step()``: no ``ProfilerStep#N`` marks."""
-    from stallscope.samples.markers import strip_trace
-
-    for rel in truth["bundle"]["traces"].values():
-        p = bundle / rel
-        new = strip_trace(p.read_bytes())
-        if new is not None:
-            p.write_bytes(new)
-
-
 #: jobs profiled without step marks: name -> the fixture whose knobs they take (as folders; the
 #: same job with its marks is ``name + "+marks"``)
 NO_MARKS = {"compute_no_marks": "compute", "intermittent_no_marks": "intermittent", "healthy_no_marks": "healthy"}
@@ -337,7 +326,7 @@ class Jobs:
                 like, seed, knobs, rank = MISSING[name]
                 self._jobs[name] = _generated(name, d, _drop_rank(rank), like=like, seed=seed, **knobs)
             elif name in NO_MARKS:
-                self._jobs[name] = _generated(name, d, _strip_marks, like=NO_MARKS[name], archive="dir")
+                self._jobs[name] = _generated(name, d, like=NO_MARKS[name], archive="dir", step_marks=False)
             elif name.removesuffix("+marks") in NO_MARKS:  # the same job with its marks
                 self._jobs[name] = _generated(name, d, like=NO_MARKS[name.removesuffix("+marks")], archive="dir")
             elif name == "missing_rank":

@@ -53,6 +53,6 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, GroundTruth]:
     out = tmp_path_factory.mktemp("samples")
     res = {}
     for i, (sc, kw) in enumerate(SMALL.items()):
-        knobs = dict(nodes=2, gpus=4, steps=4, detail="lean", noise="low", clock_offset_ms=40.0, truncate=0, drop=0, windows=0) | kw
+        knobs = dict(nodes=2, gpus=4, steps=4, detail="lean", noise="low", clock_offset_ms=40.0, truncate=0, drop=0, windows=0, step_marks=True) | kw
         res[sc] = generate(sc, out=out, seed=100 + i, **knobs)
     return res

@@ -179,7 +179,7 @@ def test_compute_straggler_kernels_are_slower(bundles: dict[str, GroundTruth]) -
 
 def test_clock_offsets_and_drift_are_applied(tmp_path: Path) -> None:
     t = generate("healthy", out=tmp_path, seed=9, nodes=2, gpus=4, steps=2, detail="sparse", logs="none",
-                 clock_offset_ms=80.0, drift=True, torch_variant="kineto_2025", truncate=0, drop=0, windows=0)
+                 clock_offset_ms=80.0, drift=True, torch_variant="kineto_2025", truncate=0, drop=0, windows=0, step_marks=True)
     assert any(abs(v) > 1_000_000 for v in t.clock["offset_ns"].values())
     assert any(v != 0 for v in t.clock["drift_ppm"].values())
     tr = t.traces()
@@ -303,6 +303,6 @@ def test_torchrun_logs_are_wrapped_per_local_rank(bundles: dict[str, GroundTruth
 def test_kernel_names_follow_the_nccl_version(tmp_path: Path, version: str, kernel: str) -> None:
     t = generate("healthy", out=tmp_path, seed=2, nodes=2, gpus=4, steps=2, detail="sparse", logs="none",
                  parallelism="ddp", nccl_version=version, torch_variant="kineto_2024" if version > "2.17" else "kineto_2022",
-                 truncate=0, drop=0, windows=0)
+                 truncate=0, drop=0, windows=0, step_marks=True)
     names = {e["name"] for e in t.traces()[0]["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("nccl")}
     assert names and all(n.startswith(kernel) for n in names), names

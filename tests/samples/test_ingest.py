@@ -70,7 +70,7 @@ def test_logs_are_recognised_as_nccl_logs(bundles: dict[str, GroundTruth], tmp_p
 
 def test_host_comes_from_the_tensorboard_file_name(tmp_path: Path) -> None:
     t = generate("healthy", out=tmp_path, seed=4, nodes=2, gpus=4, steps=2, detail="sparse", logs="none",
-                 naming="tensorboard", torch_variant="kineto_2024", archive="zip", truncate=0, drop=0, windows=0)
+                 naming="tensorboard", torch_variant="kineto_2024", archive="zip", truncate=0, drop=0, windows=0, step_marks=True)
     _, st = _ingest(t, tmp_path / "store")
     df = st.sql("SELECT rank, host, host_source FROM ranks ORDER BY rank")
     assert df["host"].to_list() == t.job["rank_host"]

@@ -140,6 +140,31 @@ def test_same_seed_same_bytes(tmp_path: Path) -> None:
     assert a.bundle_path.read_bytes() != c.bundle_path.read_bytes()
 
 
+def test_without_step_marks_the_traces_keep_only_the_optimizer_steps(tmp_path: Path) -> None:
+    """``step_marks=false``: every trace as profiled without ``prof.step()``, the same job otherwise
+    (the same draws, the same events but the marks)."""
+    import gzip
+
+    kw = dict(nodes=2, gpus=4, steps=3, detail="sparse", logs="all", archive="zip", truncate=0, drop=0, windows=0)
+    plain = generate("compute_straggler", out=tmp_path / "a", seed=5, step_marks=True, **kw)
+    bare = generate("compute_straggler", out=tmp_path / "b", seed=5, step_marks=False, **kw)
+    assert bare.knobs["step_marks"] is False and bare.lost_time_fraction == plain.lost_time_fraction
+
+    def traces(t: GroundTruth) -> dict[str, str]:
+        files = read_files(t.bundle_path)
+        return {p: (gzip.decompress(b) if b[:2] == b"\x1f\x8b" else b).decode() for p, b in files.items()
+                if p in set(t.bundle["traces"].values())}
+
+    with_marks, without = traces(plain), traces(bare)
+    assert set(with_marks) == set(without) and len(without) == 8
+    for path, text in without.items():
+        assert "ProfilerStep#" not in text and "Optimizer.step#" in text
+        assert "ProfilerStep#" in with_marks[path]
+        assert text.count('"ph": "X"') == with_marks[path].count('"ph": "X"') - with_marks[path].count("ProfilerStep#")
+    with pytest.raises(UsageError, match="step_marks"):
+        generate("healthy", out=tmp_path / "c", seed=0, step_marks=False, windows=1)
+
+
 def test_bad_knobs_are_usage_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="unknown scenario"):
         generate("nope", out=tmp_path, seed=0)
