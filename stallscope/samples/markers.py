@@ -4,8 +4,9 @@
 ``schedule`` and no ``step()`` calls, records no ``ProfilerStep#N`` spans: a common way to
 profile by hand. :func:`strip_step_marks` turns a bundle written with the marks into that
 layout (every ``ProfilerStep#N`` event removed, on the CPU and its GPU mirror; everything else
-kept), for the tests and the robustness benchmark (``benchmarks/no_step_marks.py``) that check
-the analysis still finds the steps (from torch.optim's ``Optimizer.step#…`` annotations) and
+kept), for the generator's ``step_marks=false`` knob (5 % of a suite's bundles) and the robustness
+benchmark (``benchmarks/no_step_marks.py``, which strips a whole suite) that check the analysis
+still finds the steps (from torch.optim's ``Optimizer.step#…`` annotations) and
 reads the job the same. Traces that do not parse (cut by a killed job) stay as they are.
 """
 
