@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import gc
 import re
+from bisect import bisect_right
+from itertools import accumulate
 from operator import attrgetter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -431,12 +433,17 @@ def steps_from_optimizer(spans: list[tuple[str, int, int]], trace_start: int | N
         count[n] = count.get(n, 0) + 1
         first[n] = min(first.get(n, t0), t0)
     name = max(count, key=lambda n: (count[n], first[n], n))
+    # the latest end of any annotation that starts by each start: at a counted span's start, that
+    # is the end of the outermost annotation around it (any that ends later contains it)
+    by_start = sorted(spans, key=lambda x: x[1])
+    starts = [t for _, t, _ in by_start]
+    reach = list(accumulate((t + d for _, t, d in by_start), max))
     rows: list[dict[str, int]] = []
     start = trace_start
     for _, t0, d in sorted((x for x in spans if x[0] == name), key=lambda x: (x[1], -x[2])):
         if t0 < start and rows:  # nested in the previous one
             continue
-        end = max([t0 + d] + [u0 + ud for _, u0, ud in spans if u0 <= t0 < u0 + ud])
+        end = reach[bisect_right(starts, t0) - 1]
         rows.append({"step": len(rows), "start_ns": start, "end_ns": end, "dur_ns": end - start})
         start = end
     return rows

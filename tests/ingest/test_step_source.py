@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import stallscope
 from stallscope.api import ingest
@@ -44,6 +46,29 @@ def test_a_wrapper_around_the_counted_optimizer_ends_the_step() -> None:
 
 def test_a_nested_span_of_the_same_name_is_one_step() -> None:
     assert [r["end_ns"] for r in steps_from_optimizer([(OPT, 100, 100), (OPT, 120, 30), (OPT, 300, 10)], 0)] == [200, 310]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["Optimizer.step#A.step", "Optimizer.step#B.step"]),
+                          st.integers(0, 400), st.integers(0, 80)), min_size=1, max_size=30))
+def test_each_step_ends_where_the_outermost_annotation_around_it_ends(spans: list[tuple[str, int, int]]) -> None:
+    rows = steps_from_optimizer(spans, 0)
+    assert rows and rows[0]["start_ns"] == 0
+    for a, b in zip(rows, rows[1:]):
+        assert b["start_ns"] == a["end_ns"] <= b["end_ns"]
+    for r in rows:
+        # the counted span that ends this step starts inside it; every annotation around that start ends by its end
+        inside = [t0 for _, t0, _ in spans if r["start_ns"] <= t0 <= r["end_ns"]]
+        assert inside
+        assert any(r["end_ns"] == max([u0 + ud for _, u0, ud in spans if u0 <= t0 < u0 + ud] + [t0]) for t0 in inside)
+
+
+def test_a_long_profile_of_wrapped_optimizer_steps() -> None:
+    """20,000 optimizer steps, each inside a wrapper: as many steps, each ending with its wrapper."""
+    n = 20_000
+    spans = [(OPT, i * 1000, 100) for i in range(n)] + [("Optimizer.step#Wrapper.step", i * 1000 - 5, 200) for i in range(n)]
+    rows = steps_from_optimizer(spans, 0)
+    assert len(rows) == n and [r["end_ns"] for r in rows[:3]] == [195, 1195, 2195] and rows[-1]["end_ns"] == (n - 1) * 1000 + 195
 
 
 #: real traces with both marks and torch.optim annotations (the HTA samples, the gloo run)
