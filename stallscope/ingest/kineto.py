@@ -34,6 +34,7 @@ from stallscope.ingest.schemas.kineto import (
     LENIENT_EVENTS,
     RUNTIME_CATS,
     OPTIMIZER_STEP_PREFIX,
+    WHOLE_PROFILE,
     STEP_RE,
     STRICT_EVENTS,
     NO_ARGS,
@@ -509,6 +510,11 @@ def _finish(s: TraceSummary, acc: _Acc, out: PartWriter, header: dict[str, Any])
     else:
         rows = [{"rank": rank, **r} for r in steps_from_optimizer(acc.optimizer_steps, acc.tmin)]
         s.step_source = OPTIMIZER_STEP_PREFIX.rstrip("#") if rows else None
+        if not rows and acc.comm and acc.tmin is not None and acc.tmax is not None and acc.tmax > acc.tmin:
+            # neither marks nor optimizer steps (a hand-written update loop): the whole profile is
+            # one step, so who arrived late at the collectives and who waited is still measured
+            rows = [{"rank": rank, "step": 0, "start_ns": acc.tmin, "end_ns": acc.tmax, "dur_ns": acc.tmax - acc.tmin}]
+            s.step_source = WHOLE_PROFILE
     if rows:
         out.write("steps", pa.Table.from_pylist(rows))
         s.steps = len(rows)

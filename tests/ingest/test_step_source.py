@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stallscope
-from stallscope.api import ingest
+from stallscope.api import ingest, postmortem
 from stallscope.ingest.kineto import steps_from_optimizer
+from stallscope.samples.bundle import dump_trace, load_trace
 from stallscope.samples.markers import strip_trace
 from tests.conftest import TRACES
 
@@ -114,3 +115,43 @@ def test_no_marks_and_no_optimizer_no_steps(store: Path) -> None:
     ingest([TRACES / "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"], store=store, analyze=False)
     row = stallscope.open(store).sql("SELECT steps, step_source FROM ranks").row(0, named=True)
     assert row == {"steps": 0, "step_source": None}
+
+
+def _without_steps(data: bytes) -> bytes:
+    """A trace with neither step marks nor torch.optim annotations (a hand-written update loop)."""
+    d = load_trace(data)
+    assert d is not None
+    d["traceEvents"] = [e for e in d["traceEvents"]
+                        if not str(e.get("name", "")).startswith(("ProfilerStep#", "Optimizer."))]
+    return dump_trace(d, data[:2] == b"\x1f\x8b")
+
+
+@pytest.mark.parametrize("name", ["hta/nccl_parser_config/nccl_data.json.gz", "cpu_gloo/rank0.pt.trace.json.gz"])
+def test_without_marks_or_optimizer_steps_the_whole_profile_is_one_step(name: str, store: Path, tmp_path: Path) -> None:
+    """A trace with collectives but nothing to cut steps at is analysed as one step: its whole
+    profile (the stall breakdown and the collectives are still measured), and ING004 says so."""
+    src = TRACES / name
+    path = tmp_path / src.name
+    path.write_bytes(_without_steps(src.read_bytes()))
+    ingest([path], store=store)
+    s = stallscope.open(store)
+    row = s.sql("SELECT steps, step_source, trace_start_ns, trace_end_ns, collectives FROM ranks").row(0, named=True)
+    assert row["steps"] == 1 and row["step_source"] == "profile" and row["collectives"] > 0
+    assert s.sql("SELECT step, start_ns, end_ns FROM steps").rows() == [(0, row["trace_start_ns"], row["trace_end_ns"])]
+    assert s.sql("SELECT count(*) AS n FROM step_breakdown")["n"][0] == 1
+    doc = postmortem(path, store=store)
+    f = next(f for f in doc["findings"] if f["rule"] == "ING004")
+    assert "whole profile is one step" in f["title"] and f["severity"] == "info"
+
+
+def test_a_trace_without_collectives_or_any_step_has_none(store: Path, tmp_path: Path) -> None:
+    src = TRACES / "hta/trace_diff/control/control.json.gz"
+    d = load_trace(_without_steps(src.read_bytes()))
+    assert d is not None
+    d["traceEvents"] = [e for e in d["traceEvents"]
+                        if not any(k in str(e.get("name", "")).lower() for k in ("nccl", "c10d::", "record_param_comms"))]
+    path = tmp_path / src.name
+    path.write_bytes(dump_trace(d, True))
+    ingest([path], store=store, analyze=False)
+    row = stallscope.open(store).sql("SELECT steps, step_source, collectives FROM ranks").row(0, named=True)
+    assert row == {"steps": 0, "step_source": None, "collectives": 0}

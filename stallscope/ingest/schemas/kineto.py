@@ -129,6 +129,8 @@ STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 #: (and mirrored on the GPU as ``gpu_user_annotation``); where no ``ProfilerStep`` marks exist
 #: (profiled without ``prof.step()``), each one ends a training step
 OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
+#: ``ranks.step_source`` of a trace with neither step marks nor optimizer steps: its whole profile is step 0
+WHOLE_PROFILE = "profile"
 
 # Old names: ncclKernel_AllReduce_RING_LL_Sum_float(...)
 _OLD_KERNEL_RE = re.compile(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from stallscope.ingest.schemas.kineto import WHOLE_PROFILE
 from stallscope.rules.base import Evidence, Finding, Rule, ranks_text
 from stallscope.rules.context import Context
 
@@ -17,6 +18,9 @@ class TooFewSteps(Rule):
         Fewer than three profiled steps, or none at all; and traces without ``ProfilerStep#N``
         marks (no ``prof.step()`` calls) whose steps ingest took from torch.optim's
         ``Optimizer.step#…`` annotations instead (``ranks.step_source``), said at info level.
+        Traces with neither (a hand-written update loop) are one step each, the whole profile
+        (``step_source = 'profile'``): the stall breakdown and the collectives are measured, but
+        no step pattern can be.
 
     Why it slows the job:
         It does not; but persistence ("late in most steps"), intermittency and jitter need
@@ -43,10 +47,15 @@ class TooFewSteps(Rule):
         n = ctx.n_steps
         if n >= MIN_STEPS:
             return self._inferred(ctx)
-        what = "no ProfilerStep markers (nor optimizer steps)" if n == 0 else f"only {n} profiled step{'s' if n > 1 else ''}"
-        return [Finding(rule=self.code, cause=self.cause, title=f"{what} in the traces",
+        whole = n == 1 and "step_source" in ctx.d.ranks.columns and bool((ctx.d.ranks["step_source"] == WHOLE_PROFILE).all())
+        what = ("no ProfilerStep markers (nor optimizer steps)" if n == 0 else
+                "no ProfilerStep markers nor optimizer steps: each rank's whole profile is one step" if whole else
+                f"only {n} profiled step{'s' if n > 1 else ''}")
+        return [Finding(rule=self.code, cause=self.cause, title=f"{what} in the traces" if not whole else what,
                         summary=f"The traces hold {what}: per-step conclusions (persistent vs intermittent stragglers, jitter) "
-                                f"are {'not possible' if n == 0 else 'weak'}.",
+                                f"are {'not possible' if n == 0 or whole else 'weak'}"
+                                + (" (the stall breakdown and the collectives of the whole profile are in the tables)." if whole
+                                   else "."),
                         ranks=[], hosts=[], lost_time_fraction=None, confidence=1.0,
                         evidence=[Evidence("profiled steps per rank", f"SELECT rank, count(*) AS steps FROM steps WHERE {ctx.where} "
                                                                      f"GROUP BY rank ORDER BY rank", n)],
