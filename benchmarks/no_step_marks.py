@@ -10,6 +10,9 @@ every mark from the first ``--bundles`` bundles of a suite with
 :func:`stallscope.samples.markers.strip_step_marks`; NCCL logs are kept, traces cut by a killed job
 stay as they are. Bundles are written as folders; ``suite.json`` goes beside them, so
 ``attribution_eval.py`` scores the copy against the original truth. Deterministic.
+With ``--no-optimizer`` torch.optim's annotations go too (a loop that updates the weights by
+hand): ingest then finds the steps in the loop of each rank's collectives
+(:func:`stallscope.ingest.steps.steps_from_collectives`), or takes the whole profile as one step.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ def main() -> None:
     ap.add_argument("suite", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--bundles", type=int, default=80)
+    ap.add_argument("--no-optimizer", action="store_true",
+                    help="remove torch.optim's annotations too (a hand-written update loop): steps from the collectives' loop")
     a = ap.parse_args()
     index = json.loads((a.suite / "suite.json").read_text())
     kept = []
     for e in index["bundles"][: a.bundles]:
-        files, changed = strip_step_marks(read_files(a.suite / e["bundle"]))
+        files, changed = strip_step_marks(read_files(a.suite / e["bundle"]), optimizer=a.no_optimizer)
         if not changed:
             continue
         kept.append(write_altered(a.suite, e, files, a.out))

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import gc
 import re
-from bisect import bisect_right
-from itertools import accumulate
 from operator import attrgetter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,6 +26,7 @@ import pyarrow.compute as pc
 from stallscope.errors import IngestError
 from stallscope.ingest import kineto_collectives
 from stallscope.ingest.json_array import ArrayStreamer, NotAnArrayObject
+from stallscope.ingest.steps import steps_from_collectives, steps_from_optimizer
 from stallscope.ingest.schemas.kineto import (
     COMM_KERNEL_PREFIXES,
     GPU_ACTIVITY_KIND,
@@ -35,6 +34,7 @@ from stallscope.ingest.schemas.kineto import (
     RUNTIME_CATS,
     OPTIMIZER_STEP_PREFIX,
     WHOLE_PROFILE,
+    COLLECTIVE_LOOP,
     STEP_RE,
     STRICT_EVENTS,
     NO_ARGS,
@@ -416,40 +416,6 @@ def _from_lenient(e: LEvent) -> Any:
                   ts=num(e.ts), dur=num(e.dur), args=args)
 
 
-def steps_from_optimizer(spans: list[tuple[str, int, int]], trace_start: int | None) -> list[dict[str, int]]:
-    """Training steps of a trace without ``ProfilerStep`` marks (profiled without
-    ``prof.step()``), from torch.optim's ``Optimizer.step#…`` annotations (``(name, ts, dur)``
-    on the CPU): step *i* runs from the end of step *i - 1* (the trace's first event for the
-    first) to the end of optimizer step *i*, numbered from 0 in order on every rank (profiling
-    without a schedule starts at the same point of the loop on each). One name counts, the most
-    frequent; of several as frequent (two optimizers a step, as Shampoo then an EMA in HTA's
-    sample traces, or a GAN's two), the one that first runs latest, i.e. last in the step. A
-    step ends where the last optimizer annotation around its span ends (a wrapper optimizer
-    around the one counted). Work after the last optimizer step is in no step."""
-    if not spans or trace_start is None:
-        return []
-    count: dict[str, int] = {}
-    first: dict[str, int] = {}
-    for n, t0, _ in spans:
-        count[n] = count.get(n, 0) + 1
-        first[n] = min(first.get(n, t0), t0)
-    name = max(count, key=lambda n: (count[n], first[n], n))
-    # the latest end of any annotation that starts by each start: at a counted span's start, that
-    # is the end of the outermost annotation around it (any that ends later contains it)
-    by_start = sorted(spans, key=lambda x: x[1])
-    starts = [t for _, t, _ in by_start]
-    reach = list(accumulate((t + d for _, t, d in by_start), max))
-    rows: list[dict[str, int]] = []
-    start = trace_start
-    for _, t0, d in sorted((x for x in spans if x[0] == name), key=lambda x: (x[1], -x[2])):
-        if t0 < start and rows:  # nested in the previous one
-            continue
-        end = reach[bisect_right(starts, t0) - 1]
-        rows.append({"step": len(rows), "start_ns": start, "end_ns": end, "dur_ns": end - start})
-        start = end
-    return rows
-
-
 def _finish(s: TraceSummary, acc: _Acc, out: PartWriter, header: dict[str, Any]) -> None:
     rank = s.rank if s.rank is not None else -1
     s.trace_start_ns, s.trace_end_ns = acc.tmin, acc.tmax
@@ -499,25 +465,6 @@ def _finish(s: TraceSummary, acc: _Acc, out: PartWriter, header: dict[str, Any])
         if s.device_name is None and rows and s.platform != "cpu":
             s.device_name = rows[0]["name"]
         out.write("devices", pa.Table.from_pylist(rows))
-    # steps
-    if acc.steps:
-        by_step: dict[int, tuple[int, int]] = {}
-        for n, t0, d in acc.steps:  # a step can be recorded twice (nested annotations): keep the widest
-            if n not in by_step or d > by_step[n][1]:
-                by_step[n] = (t0, d)
-        rows = [{"rank": rank, "step": n, "start_ns": t0, "end_ns": t0 + d, "dur_ns": d} for n, (t0, d) in sorted(by_step.items())]
-        s.step_source = "ProfilerStep"
-    else:
-        rows = [{"rank": rank, **r} for r in steps_from_optimizer(acc.optimizer_steps, acc.tmin)]
-        s.step_source = OPTIMIZER_STEP_PREFIX.rstrip("#") if rows else None
-        if not rows and acc.comm and acc.tmin is not None and acc.tmax is not None and acc.tmax > acc.tmin:
-            # neither marks nor optimizer steps (a hand-written update loop): the whole profile is
-            # one step, so who arrived late at the collectives and who waited is still measured
-            rows = [{"rank": rank, "step": 0, "start_ns": acc.tmin, "end_ns": acc.tmax, "dur_ns": acc.tmax - acc.tmin}]
-            s.step_source = WHOLE_PROFILE
-    if rows:
-        out.write("steps", pa.Table.from_pylist(rows))
-        s.steps = len(rows)
     # process groups
     di = header.get("distributedInfo")
     pg_rows = []
@@ -538,3 +485,25 @@ def _finish(s: TraceSummary, acc: _Acc, out: PartWriter, header: dict[str, Any])
     if coll.num_rows:
         out.write("collectives", coll)
     s.collectives = coll.num_rows
+    # steps
+    if acc.steps:
+        by_step: dict[int, tuple[int, int]] = {}
+        for n, t0, d in acc.steps:  # a step can be recorded twice (nested annotations): keep the widest
+            if n not in by_step or d > by_step[n][1]:
+                by_step[n] = (t0, d)
+        rows = [{"rank": rank, "step": n, "start_ns": t0, "end_ns": t0 + d, "dur_ns": d} for n, (t0, d) in sorted(by_step.items())]
+        s.step_source = "ProfilerStep"
+    else:  # profiled without prof.step(): see stallscope.ingest.steps
+        rows = [{"rank": rank, **r} for r in steps_from_optimizer(acc.optimizer_steps, acc.tmin)]
+        s.step_source = OPTIMIZER_STEP_PREFIX.rstrip("#") if rows else None
+        if not rows:
+            rows = [{"rank": rank, **r} for r in steps_from_collectives(coll, acc.tmin)]
+            s.step_source = COLLECTIVE_LOOP if rows else None
+        if not rows and coll.num_rows and acc.tmin is not None and acc.tmax is not None and acc.tmax > acc.tmin:
+            # no loop seen either: the whole profile is one step, so who arrived late at the
+            # collectives and who waited is still measured
+            rows = [{"rank": rank, "step": 0, "start_ns": acc.tmin, "end_ns": acc.tmax, "dur_ns": acc.tmax - acc.tmin}]
+            s.step_source = WHOLE_PROFILE
+    if rows:
+        out.write("steps", pa.Table.from_pylist(rows))
+        s.steps = len(rows)

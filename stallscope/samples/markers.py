@@ -15,26 +15,32 @@ from __future__ import annotations
 from stallscope.samples.bundle import TRACE_EXT, dump_trace, load_trace
 
 _MARK = "ProfilerStep#"
+#: torch.optim's annotations (``Optimizer.step#…``, ``Optimizer.zero_grad#…``): gone too in a loop
+#: that updates the weights by hand
+_OPTIMIZER = "Optimizer."
 
 
-def strip_trace(data: bytes) -> bytes | None:
-    """One trace file's bytes without its step marks, or None when it stays as it is."""
+def strip_trace(data: bytes, *, optimizer: bool = False) -> bytes | None:
+    """One trace file's bytes without its step marks (and, with ``optimizer``, without
+    torch.optim's annotations either), or None when it stays as it is."""
     d = load_trace(data)
     if d is None:
         return None
-    kept = [e for e in d["traceEvents"] if not str(e.get("name", "")).startswith(_MARK)]
+    drop = (_MARK, _OPTIMIZER) if optimizer else (_MARK,)
+    kept = [e for e in d["traceEvents"] if not str(e.get("name", "")).startswith(drop)]
     if len(kept) == len(d["traceEvents"]):
         return None
     return dump_trace(dict(d, traceEvents=kept), data[:2] == b"\x1f\x8b")
 
 
-def strip_step_marks(files: dict[str, bytes]) -> tuple[dict[str, bytes], int]:
+def strip_step_marks(files: dict[str, bytes], *, optimizer: bool = False) -> tuple[dict[str, bytes], int]:
     """A bundle's files (relative path -> bytes, see :func:`stallscope.samples.bundle.read_files`)
-    with every trace's step marks removed; and how many traces changed."""
+    with every trace's step marks (and torch.optim's annotations, with ``optimizer``) removed;
+    and how many traces changed."""
     out: dict[str, bytes] = {}
     changed = 0
     for path, data in files.items():
-        new = strip_trace(data) if path.endswith(TRACE_EXT) else None
+        new = strip_trace(data, optimizer=optimizer) if path.endswith(TRACE_EXT) else None
         out[path] = data if new is None else new
         changed += new is not None
     return out, changed

@@ -6,13 +6,14 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stallscope
 from stallscope.api import ingest, postmortem
-from stallscope.ingest.kineto import steps_from_optimizer
+from stallscope.ingest.steps import loop_period, steps_from_optimizer
 from stallscope.samples.bundle import dump_trace, load_trace
 from stallscope.samples.markers import strip_trace
 from tests.conftest import TRACES
@@ -126,17 +127,75 @@ def _without_steps(data: bytes) -> bytes:
     return dump_trace(d, data[:2] == b"\x1f\x8b")
 
 
-@pytest.mark.parametrize("name", ["hta/nccl_parser_config/nccl_data.json.gz", "cpu_gloo/rank0.pt.trace.json.gz"])
-def test_without_marks_or_optimizer_steps_the_whole_profile_is_one_step(name: str, store: Path, tmp_path: Path) -> None:
-    """A trace with collectives but nothing to cut steps at is analysed as one step: its whole
-    profile (the stall breakdown and the collectives are still measured), and ING004 says so."""
+def _loop(pauses: list[float], cycles: int, tokens: list[str], seed: int = 0) -> tuple[list[str], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    toks = tokens * cycles
+    gaps = np.array([g * rng.uniform(0.8, 1.2) for _ in range(cycles) for g in pauses][:-1])
+    return toks, gaps
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_loop_of_a_rank_s_collectives(seed: int) -> None:
+    """(period, boundary): DDP's seven identical buckets, 5 ms of backward apart, then 40 ms of
+    optimizer and forward; FSDP's all-gathers and reduce-scatters; a tensor-parallel all-reduce
+    per layer, forward (3.4 ms apart) then backward (5.2 ms), whose forward ends with a longer
+    pause every half-loop. Pauses vary by ±20 %."""
+    assert loop_period(*_loop([5.0] * 6 + [40.0], 6, ["ar"] * 7, seed)) == (7, 6)
+    assert loop_period(*_loop([5.0] * 6 + [40.0], 3, ["ar"] * 7, seed)) == (7, 6)
+    assert loop_period(*_loop([3, 3, 3, 4, 4, 4, 4, 4, 20], 5, ["ag"] * 3 + ["ag", "rs"] * 3, seed)) == (9, 8)
+    assert loop_period(*_loop([3.4] * 9 + [6.3] + [5.2] * 9 + [43.0], 6, ["ar"] * 20, seed)) == (20, 19)
+
+
+def test_no_loop_is_seen_where_none_can_be() -> None:
+    """Nothing repeats; identical buckets over two iterations (one boundary pause seen: as likely
+    one pause of a longer loop); evenly spaced identical collectives (one bucket an iteration, or
+    one iteration of several buckets: not told apart)."""
+    assert loop_period(list("abcdefgh"), np.ones(7)) is None
+    assert loop_period(*_loop([5.0] * 6 + [40.0], 2, ["ar"] * 7)) is None
+    assert loop_period(*_loop([40.0], 8, ["ar"])) is None
+
+
+@pytest.mark.parametrize(("name", "loops"), [("hta/trace_diff/control/control.json.gz", 6),
+                                            ("hta/nccl_parser_config/nccl_data.json.gz", 3)])
+def test_without_marks_or_optimizer_steps_the_collectives_loop_gives_the_steps(name: str, loops: int, store: Path,
+                                                                                tmp_path: Path) -> None:
+    """Real traces without their marks or torch.optim's annotations: as many steps as the
+    profiler marked, each but the first (from the trace's start) as long as a marked step within
+    10 %: the loop is the training iteration, cut at another point of it."""
     src = TRACES / name
+    marks = _marks(src)
     path = tmp_path / src.name
     path.write_bytes(_without_steps(src.read_bytes()))
+    ingest([path], store=store, analyze=False)
+    s = stallscope.open(store)
+    assert s.sql("SELECT steps, step_source FROM ranks").row(0, named=True) == {"steps": loops, "step_source": "collectives"}
+    assert len(marks) == loops
+    marked = float(np.median([e - b for b, e in marks]))
+    durs = s.sql("SELECT end_ns - start_ns AS d FROM steps ORDER BY step")["d"].to_list()
+    assert all(abs(d - marked) <= 0.1 * marked for d in durs[1:])
+    if loops >= 3:
+        doc = postmortem(path, store=tmp_path / "analysed")
+        f = next(f for f in doc["findings"] if f["rule"] == "ING004")
+        assert f["title"] == "no ProfilerStep markers: steps taken from the collectives' loop" and f["severity"] == "info"
+
+
+def test_without_any_loop_the_whole_profile_is_one_step(store: Path, tmp_path: Path) -> None:
+    """A trace with collectives but neither marks, optimizer steps nor a loop in its collectives
+    (HTA's control trace with three of its NCCL kernels left: too few to repeat) is analysed as
+    one step, its whole profile; the stall breakdown and the collectives are still measured, and
+    ING004 says so."""
+    src = TRACES / "hta/trace_diff/control/control.json.gz"
+    d = load_trace(_without_steps(src.read_bytes()))
+    assert d is not None
+    nccl = sorted(e["ts"] for e in d["traceEvents"] if e.get("cat") == "kernel" and "nccl" in str(e.get("name", "")).lower())
+    d["traceEvents"] = [e for e in d["traceEvents"] if not (e.get("cat") == "kernel" and "nccl" in str(e.get("name", "")).lower()
+                                                            and e["ts"] > nccl[2])]
+    path = tmp_path / src.name
+    path.write_bytes(dump_trace(d, True))
     ingest([path], store=store)
     s = stallscope.open(store)
     row = s.sql("SELECT steps, step_source, trace_start_ns, trace_end_ns, collectives FROM ranks").row(0, named=True)
-    assert row["steps"] == 1 and row["step_source"] == "profile" and row["collectives"] > 0
+    assert row["steps"] == 1 and row["step_source"] == "profile" and row["collectives"] == 3
     assert s.sql("SELECT step, start_ns, end_ns FROM steps").rows() == [(0, row["trace_start_ns"], row["trace_end_ns"])]
     assert s.sql("SELECT count(*) AS n FROM step_breakdown")["n"][0] == 1
     doc = postmortem(path, store=store)

@@ -129,7 +129,10 @@ STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 #: (and mirrored on the GPU as ``gpu_user_annotation``); where no ``ProfilerStep`` marks exist
 #: (profiled without ``prof.step()``), each one ends a training step
 OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
-#: ``ranks.step_source`` of a trace with neither step marks nor optimizer steps: its whole profile is step 0
+#: ``ranks.step_source`` of a trace with neither step marks nor optimizer steps whose collectives
+#: repeat in a loop (:func:`stallscope.ingest.steps.steps_from_collectives`)
+COLLECTIVE_LOOP = "collectives"
+#: ``ranks.step_source`` of a trace with none of those: its whole profile is step 0
 WHOLE_PROFILE = "profile"
 
 # Old names: ncclKernel_AllReduce_RING_LL_Sum_float(...)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from stallscope.ingest.schemas.kineto import WHOLE_PROFILE
+from stallscope.ingest.schemas.kineto import COLLECTIVE_LOOP, WHOLE_PROFILE
 from stallscope.rules.base import Evidence, Finding, Rule, ranks_text
 from stallscope.rules.context import Context
 
@@ -18,9 +18,10 @@ class TooFewSteps(Rule):
         Fewer than three profiled steps, or none at all; and traces without ``ProfilerStep#N``
         marks (no ``prof.step()`` calls) whose steps ingest took from torch.optim's
         ``Optimizer.step#…`` annotations instead (``ranks.step_source``), said at info level.
-        Traces with neither (a hand-written update loop) are one step each, the whole profile
-        (``step_source = 'profile'``): the stall breakdown and the collectives are measured, but
-        no step pattern can be.
+        Traces with neither (a hand-written update loop) take their steps from the loop of their
+        collectives (``step_source = 'collectives'``), else are one step each, the whole profile
+        (``'profile'``): the stall breakdown and the collectives are measured, but no step pattern
+        can be.
 
     Why it slows the job:
         It does not; but persistence ("late in most steps"), intermittency and jitter need
@@ -64,13 +65,19 @@ class TooFewSteps(Rule):
     def _inferred(self, ctx: Context) -> list[Finding]:
         if "step_source" not in ctx.d.ranks.columns:
             return []
-        ranks = ctx.d.ranks.filter(pl.col("step_source") == "Optimizer.step")["rank"].to_list()
+        src = ctx.d.ranks.filter(pl.col("step_source").is_in(["Optimizer.step", COLLECTIVE_LOOP]))
+        ranks = src["rank"].to_list()
         if not ranks:
             return []
-        return [Finding(rule=self.code, cause=self.cause, title="no ProfilerStep markers: steps taken from optimizer steps",
+        loop = src.filter(pl.col("step_source") == COLLECTIVE_LOOP)["rank"].to_list()
+        how = ("each of their steps runs to the end of an Optimizer.step annotation" if not loop else
+               "each of their steps ends at the longest pause of the loop their collectives repeat"
+               + (" (ranks " + ranks_text(sorted(set(ranks) - set(loop))) + ": at the end of an Optimizer.step annotation)"
+                  if len(loop) < len(ranks) else ""))
+        return [Finding(rule=self.code, cause=self.cause,
+                        title="no ProfilerStep markers: steps taken from " + ("optimizer steps" if not loop else "the collectives' loop"),
                         summary=f"The traces of rank(s) {ranks_text(ranks)} hold no ProfilerStep markers (profiled without "
-                                f"prof.step()); each of their steps runs to the end of an Optimizer.step annotation, numbered "
-                                f"in order on every rank.",
+                                f"prof.step()); {how}, numbered in order on every rank.",
                         ranks=ranks, hosts=[], lost_time_fraction=None, confidence=1.0,
                         evidence=[Evidence("where each rank's steps come from", f"SELECT rank, steps, step_source FROM ranks "
                                                                                   f"WHERE {ctx.where} ORDER BY rank", len(ranks))],

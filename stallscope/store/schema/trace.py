@@ -43,11 +43,12 @@ RANKS = TableSpec(
         C("events", I64, "complete (`ph: X`) events kept"),
         C("kernels", I64, "GPU activities kept (kernels, memcpy, memset)"),
         C("collectives", I64, "collective calls found"),
-        C("steps", I32, "training steps found (`ProfilerStep#N` spans, or optimizer steps: `step_source`)"),
+        C("steps", I32, "training steps found (`ProfilerStep#N` spans, or inferred: `step_source`)"),
         C("step_source", STR, "where the steps come from: `ProfilerStep` (the profiler's `step()` marks), `Optimizer.step` "
                               "(no marks, the trace profiled without `prof.step()`: each step ends where a `Optimizer.step#…` "
-                              "annotation of torch.optim ends, numbered from 0), `profile` (neither, in a trace with collectives: the "
-                              "whole profile is step 0), null (no steps)"),
+                              "annotation of torch.optim ends, numbered from 0), `collectives` (neither: the loop of the rank's "
+                              "collectives, each step ending at its longest pause), `profile` (no loop either, in a trace "
+                              "with collectives: the whole profile is step 0), null (no steps)"),
         C("truncated", BOOL, "true when the file ended before the JSON did (killed job); complete events were kept"),
         C("file", STR, "path of the trace inside the bundle (the first window's when the rank left several)"),
         C("file_bytes", I64, "size of the file as stored (compressed if gzip; summed over a rank's windows)", "bytes"),
@@ -130,8 +131,8 @@ COLLECTIVES = TableSpec(
 STEPS = TableSpec(
     "steps",
     "Training steps as the profiler marked them (`ProfilerStep#N` spans on the CPU), per rank; in a trace"
-    " without those marks, from the end of one optimizer step to the end of the next; without either, the whole"
-    " profile as step 0 (`ranks.step_source`).",
+    " without those marks, from the end of one optimizer step to the end of the next; without either, from the"
+    " loop of its collectives, or the whole profile as step 0 (`ranks.step_source`).",
     (
         C("rank", I32, "global rank → ranks.rank"),
         C("step", I64, "the N of `ProfilerStep#N` (same N on every rank for the same iteration); 0, 1, … in order "
