@@ -26,7 +26,6 @@ import pyarrow.compute as pc
 from stallscope.errors import IngestError
 from stallscope.ingest import kineto_collectives
 from stallscope.ingest.json_array import ArrayStreamer, NotAnArrayObject
-from stallscope.ingest.steps import steps_from_collectives, steps_from_optimizer
 from stallscope.ingest.schemas.kineto import (
     COMM_KERNEL_PREFIXES,
     GPU_ACTIVITY_KIND,
@@ -44,6 +43,7 @@ from stallscope.ingest.schemas.kineto import (
     MEvent,
 )
 from stallscope.ingest.source import ByteStream
+from stallscope.ingest.steps import steps_from_collectives, steps_from_optimizer
 from stallscope.ingest.writer import PartWriter
 
 #: names of CPU-side events that carry or mark collectives (kept for the collectives builder)

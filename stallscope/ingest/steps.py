@@ -22,6 +22,7 @@ from itertools import accumulate
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 #: a token sequence repeats with period p when at most this share of its tokens differ from the
 #: token p places later (a logging all-reduce every few steps, a checkpoint barrier)
@@ -70,18 +71,19 @@ def steps_from_optimizer(spans: list[tuple[str, int, int]], trace_start: int | N
 def loop_period(tokens: list[object], gaps: np.ndarray) -> tuple[int, int] | None:
     """(period, boundary position) of a repeating collective sequence, or None.
 
-    ``tokens`` say what each collective is (op, group, size), ``gaps[i]`` how long the rank
-    paused between collective ``i`` and ``i + 1``. The period is the shortest after which the
-    tokens repeat (:data:`PERIOD_MISMATCH`), for :data:`MIN_CYCLES` repetitions or more; the loop
-    is the multiple of it whose longest pause falls at the same place in :data:`BOUNDARY_SHARE`
-    of its repetitions and stands out most, at least :data:`BOUNDARY_RATIO` times any other
-    (a tensor-parallel all-reduce of the forward and one of the backward alternate: the end of
-    the forward stands out a little every other half-loop, the end of the step a lot every loop)
-    (identical tokens, a bucket per layer all the same size, repeat after every collective: the
-    pause before the next iteration's first bucket shows the loop), else the tokens' period. The
-    boundary is the place of the longest median pause: a step ends after it. Identical tokens
-    with no such pause give None: one bucket an iteration and one iteration of several buckets
-    look alike."""
+    ``tokens`` say what each collective is (op, size, kernel), ``gaps[i]`` how long the rank
+    paused between the starts of collectives ``i`` and ``i + 1``. The tokens repeat after a
+    shortest period (:data:`PERIOD_MISMATCH`, :data:`MIN_CYCLES` repetitions or more). The loop is
+    the multiple of that period whose longest pause falls at the same place in
+    :data:`BOUNDARY_SHARE` of its repetitions and stands out most, at least
+    :data:`BOUNDARY_RATIO` times the median pause of any other place: identical tokens (a bucket
+    per layer, all the same size) repeat after every collective, and the pause before the next
+    iteration's first bucket shows the loop; tensor-parallel all-reduces of the forward and the
+    backward alternate, the end of the forward stands out a little every half-loop and the end
+    of the step a lot every loop. With no such pause, the tokens' own period if it is longer
+    than one; identical tokens then give None (one bucket an iteration and one iteration of
+    several buckets look alike). The boundary is the place of the longest median pause: a step
+    ends after the collective there."""
     n = len(tokens)
     if n < MIN_CYCLES or len(gaps) != n - 1:
         return None
@@ -92,7 +94,7 @@ def loop_period(tokens: list[object], gaps: np.ndarray) -> tuple[int, int] | Non
     if p is None:
         return None
     best: tuple[float, int, int] | None = None  # (strength, q, boundary)
-    for q in range(max(p, 2) if p == 1 else p, n // MIN_CYCLES + 1, p):
+    for q in range(2 if p == 1 else p, n // MIN_CYCLES + 1, p):
         cycles = (n - 1) // q
         if cycles < MIN_CYCLES:
             break
@@ -120,7 +122,10 @@ def steps_from_collectives(coll: pa.Table, trace_start: int | None) -> list[dict
     streams the order shifts with timing, HSDP's all-reduces between its shard group's
     collectives): each step ends when the collective before the loop's longest pause ends (step
     0 from the trace's first event). Work after the last such collective is in no step."""
-    if trace_start is None or coll.num_rows < 2 * MIN_CYCLES:
+    if trace_start is None:
+        return []
+    coll = coll.filter(pc.and_(pc.is_valid(coll.column("start_ns")), pc.is_valid(coll.column("end_ns"))))
+    if coll.num_rows < 2 * MIN_CYCLES:
         return []
     stream = coll.column("stream").to_pylist()
     pg = coll.column("pg_name").to_pylist()
