@@ -32,6 +32,7 @@ from stallscope.ingest.schemas.kineto import (
     LENIENT_EVENTS,
     RUNTIME_CATS,
     OPTIMIZER_STEP_PREFIX,
+    OPTIMIZER_STEPS,
     WHOLE_PROFILE,
     COLLECTIVE_LOOP,
     STEP_RE,
@@ -495,7 +496,7 @@ def _finish(s: TraceSummary, acc: _Acc, out: PartWriter, header: dict[str, Any])
         s.step_source = "ProfilerStep"
     else:  # profiled without prof.step(): see stallscope.ingest.steps
         rows = [{"rank": rank, **r} for r in steps_from_optimizer(acc.optimizer_steps, acc.tmin)]
-        s.step_source = OPTIMIZER_STEP_PREFIX.rstrip("#") if rows else None
+        s.step_source = OPTIMIZER_STEPS if rows else None
         if not rows:
             rows = [{"rank": rank, **r} for r in steps_from_collectives(coll, acc.tmin)]
             s.step_source = COLLECTIVE_LOOP if rows else None

@@ -29,6 +29,7 @@ from stallscope.errors import UsageError
 from stallscope.samples import bundle as B
 from stallscope.samples import faults as F
 from stallscope.samples.kineto_writer import Clock, TraceWriter, kineto_base_ns
+from stallscope.samples.markers import strip_step_marks
 from stallscope.samples.model import Job, build_job
 from stallscope.samples.nccl_writer import LogOptions, NcclLogWriter
 from stallscope.samples.physics import SimResult, simulate
@@ -36,7 +37,6 @@ from stallscope.samples.scenarios import RANK_LEVEL, SCENARIOS, Ctx, Knobs, reso
 from stallscope.samples.schedule import ModelSpec, build_programs, build_spec, expected_counts
 from stallscope.samples.truth import GroundTruth
 from stallscope.samples.versions import version
-from stallscope.samples.markers import strip_step_marks
 from stallscope.samples.windows import split_windows
 
 #: lost-time bands per severity: the calibration aims inside them

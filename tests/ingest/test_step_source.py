@@ -120,11 +120,9 @@ def test_no_marks_and_no_optimizer_no_steps(store: Path) -> None:
 
 def _without_steps(data: bytes) -> bytes:
     """A trace with neither step marks nor torch.optim annotations (a hand-written update loop)."""
-    d = load_trace(data)
-    assert d is not None
-    d["traceEvents"] = [e for e in d["traceEvents"]
-                        if not str(e.get("name", "")).startswith(("ProfilerStep#", "Optimizer."))]
-    return dump_trace(d, data[:2] == b"\x1f\x8b")
+    out = strip_trace(data, optimizer=True)
+    assert out is not None
+    return out
 
 
 def _loop(pauses: list[float], cycles: int, tokens: list[str], seed: int = 0) -> tuple[list[str], np.ndarray]:

@@ -129,6 +129,8 @@ STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 #: (and mirrored on the GPU as ``gpu_user_annotation``); where no ``ProfilerStep`` marks exist
 #: (profiled without ``prof.step()``), each one ends a training step
 OPTIMIZER_STEP_PREFIX = "Optimizer.step#"
+#: ``ranks.step_source`` of a trace whose steps come from those annotations
+OPTIMIZER_STEPS = OPTIMIZER_STEP_PREFIX.rstrip("#")
 #: ``ranks.step_source`` of a trace with neither step marks nor optimizer steps whose collectives
 #: repeat in a loop (:func:`stallscope.ingest.steps.steps_from_collectives`)
 COLLECTIVE_LOOP = "collectives"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from stallscope.ingest.schemas.kineto import COLLECTIVE_LOOP, WHOLE_PROFILE
+from stallscope.ingest.schemas.kineto import COLLECTIVE_LOOP, OPTIMIZER_STEPS, WHOLE_PROFILE
 from stallscope.rules.base import Evidence, Finding, Rule, ranks_text
 from stallscope.rules.context import Context
 
@@ -65,7 +65,7 @@ class TooFewSteps(Rule):
     def _inferred(self, ctx: Context) -> list[Finding]:
         if "step_source" not in ctx.d.ranks.columns:
             return []
-        src = ctx.d.ranks.filter(pl.col("step_source").is_in(["Optimizer.step", COLLECTIVE_LOOP]))
+        src = ctx.d.ranks.filter(pl.col("step_source").is_in([OPTIMIZER_STEPS, COLLECTIVE_LOOP]))
         ranks = src["rank"].to_list()
         if not ranks:
             return []
