@@ -417,12 +417,26 @@ def _from_lenient(e: LEvent) -> Any:
                   ts=num(e.ts), dur=num(e.dur), args=args)
 
 
+def _launches(k: pa.Table | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(CPU launch time, GPU end) of the kernels whose launch is known, sorted by launch."""
+    if k is None:
+        return None
+    k = k.filter(pc.and_(pc.is_valid(k.column("launch_ts_ns")), pc.is_valid(k.column("dur_ns"))))
+    if k.num_rows == 0:
+        return None
+    launch = k.column("launch_ts_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+    end = (k.column("ts_ns").to_numpy(zero_copy_only=False) + k.column("dur_ns").to_numpy(zero_copy_only=False)).astype(np.int64)
+    order = np.argsort(launch, kind="stable")
+    return launch[order], end[order]
+
+
 def _finish(s: TraceSummary, acc: _Acc, out: PartWriter, header: dict[str, Any]) -> None:
     rank = s.rank if s.rank is not None else -1
     s.trace_start_ns, s.trace_end_ns = acc.tmin, acc.tmax
     if acc.pids:
         s.pid = max(acc.pids.items(), key=lambda kv: kv[1])[0]
     # kernels with their launches
+    k = None
     if acc.gpu:
         k = pa.concat_tables(acc.gpu)
         launch_ts = pa.nulls(k.num_rows, pa.int64())
@@ -495,7 +509,7 @@ def _finish(s: TraceSummary, acc: _Acc, out: PartWriter, header: dict[str, Any])
         rows = [{"rank": rank, "step": n, "start_ns": t0, "end_ns": t0 + d, "dur_ns": d} for n, (t0, d) in sorted(by_step.items())]
         s.step_source = "ProfilerStep"
     else:  # profiled without prof.step(): see stallscope.ingest.steps
-        rows = [{"rank": rank, **r} for r in steps_from_optimizer(acc.optimizer_steps, acc.tmin)]
+        rows = [{"rank": rank, **r} for r in steps_from_optimizer(acc.optimizer_steps, acc.tmin, _launches(k))]
         s.step_source = OPTIMIZER_STEPS if rows else None
         if not rows:
             rows = [{"rank": rank, **r} for r in steps_from_collectives(coll, acc.tmin)]

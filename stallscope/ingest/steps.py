@@ -36,14 +36,23 @@ BOUNDARY_SHARE = 0.8
 BOUNDARY_RATIO = 1.25
 
 
-def steps_from_optimizer(spans: list[tuple[str, int, int]], trace_start: int | None) -> list[dict[str, int]]:
+def steps_from_optimizer(spans: list[tuple[str, int, int]], trace_start: int | None,
+                         launches: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict[str, int]]:
     """Training steps from torch.optim's ``Optimizer.step#…`` annotations (``(name, ts, dur)``
     on the CPU): step *i* runs from the end of step *i - 1* (the trace's first event for the
     first) to the end of optimizer step *i*. One name counts, the most frequent; of several as
     frequent (two optimizers a step, as Shampoo then an EMA in HTA's sample traces, or a GAN's
     two), the one that first runs latest, i.e. last in the step. A step ends where the last
     optimizer annotation around its span ends (a wrapper optimizer around the one counted).
-    Work after the last optimizer step is in no step."""
+    Work after the last optimizer step is in no step.
+
+    The annotation is CPU time, and the CPU runs ahead of the GPU: it launches a whole iteration
+    in a few milliseconds, the optimizer's kernels included, then blocks at the next
+    synchronization (``loss.item()``, a metrics all-reduce) while the GPU works through it. The
+    iteration is over when the optimizer's kernels are, so with ``launches`` (each kernel's CPU
+    launch time and GPU end, sorted by launch) a step ends when the last kernel launched inside
+    its optimizer annotation ends on the GPU. (Not capped at the next launch: that is often
+    the same iteration's synchronizing copy, ``loss.item()``, queued behind the optimizer.)"""
     if not spans or trace_start is None:
         return []
     count: dict[str, int] = {}
@@ -63,9 +72,19 @@ def steps_from_optimizer(spans: list[tuple[str, int, int]], trace_start: int | N
         if t0 < start and rows:  # nested in the previous one
             continue
         end = reach[bisect_right(starts, t0) - 1]
+        if launches is not None:
+            end = _gpu_end_of(launches, t0, end)
         rows.append({"step": len(rows), "start_ns": start, "end_ns": end, "dur_ns": end - start})
         start = end
     return rows
+
+
+def _gpu_end_of(launches: tuple[np.ndarray, np.ndarray], t0: int, t1: int) -> int:
+    """Where an iteration whose optimizer ran on the CPU over ``[t0, t1]`` ends: the GPU end of
+    the kernels launched in that span (``t1`` when none ends later)."""
+    launch, gpu_end = launches
+    i, j = np.searchsorted(launch, t0, "left"), np.searchsorted(launch, t1, "right")
+    return max(int(gpu_end[i:j].max()), t1) if j > i else t1
 
 
 def loop_period(tokens: list[object], gaps: np.ndarray) -> tuple[int, int] | None:

@@ -27,6 +27,21 @@ def test_each_step_runs_to_the_end_of_an_optimizer_step() -> None:
         (0, 0, 120, 120), (1, 120, 310, 190), (2, 310, 550, 240)]
 
 
+def test_a_step_ends_when_its_optimizer_kernels_do() -> None:
+    """The CPU launches each iteration in a few microseconds, the optimizer's kernels inside its
+    annotation, then waits for the GPU at a synchronizing copy (``loss.item()``, launched right
+    after): the iteration ends when the optimizer's kernels end on the GPU, not when the CPU left
+    the annotation (seed 31000 #0199: a first step of 5 ms, then one across both iterations)."""
+    spans = [(OPT, 40, 10), (OPT, 1040, 10)]
+    launch = np.array([5, 20, 42, 45, 52, 1005, 1020, 1042, 1045, 1052])
+    gpu_end = np.array([300, 700, 950, 990, 991, 1300, 1700, 1950, 1990, 1991])
+    rows = steps_from_optimizer(spans, 0, (launch, gpu_end))
+    assert [(r["start_ns"], r["end_ns"]) for r in rows] == [(0, 990), (990, 1990)]
+    # kernels that end before the annotation does leave it where it is; none launched inside: the same
+    assert [r["end_ns"] for r in steps_from_optimizer(spans, 0, (np.array([41, 1041]), np.array([45, 1045])))] == [50, 1050]
+    assert [r["end_ns"] for r in steps_from_optimizer(spans, 0, (np.array([5, 60]), np.array([30, 90])))] == [50, 1050]
+
+
 def test_nothing_to_infer_from() -> None:
     assert steps_from_optimizer([], 0) == []
     assert steps_from_optimizer([(OPT, 1, 1)], None) == []
