@@ -16,6 +16,13 @@ Scoring (stated here so the numbers mean something):
   the finding's host is inferred, ``host-of-ranks-A-B``, its ranks must equal the truth's ranks);
   a rank culprit needs the finding's ranks to equal the truth's ranks.
 * **false-positive rate** = healthy bundles (truth ``none``) with any finding ≥ medium.
+* **ambiguous** (reported apart, never dropped from the numbers above): a fabric fault whose only
+  evidence here is the traces (no NCCL log that shows it: run without logs, or the truth's
+  ``evidence`` names none) and that leaves every host at least the inter-node bandwidth the
+  generator gives its slowest healthy hosts of the same GPU
+  (:func:`stallscope.samples.model.healthy_host_busbw_floor`): a healthy job of the suite moves
+  bytes as slowly, so the traces alone cannot tell the fault from a thin fabric. The cause
+  accuracy over the other bundles is printed beside.
 
 ``--without-logs`` re-runs every bundle with its NCCL logs removed (traces only), the other
 half of the target.
@@ -87,11 +94,28 @@ def evaluate_one(args: tuple[str, dict[str, Any], bool]) -> dict[str, Any]:
         else:
             culprit_ok = sorted(main["ranks"]) == tr
     return {"name": entry["name"], "scenario": entry["scenario"], "truth": tc, "pred": pred, "ok": pred == tc,
+            "ambiguous": fabric_ambiguous(truth, without_logs),
             "culprit_ok": culprit_ok, "pred_ranks": main["ranks"] if main else [], "pred_hosts": main["hosts"] if main else [],
             "truth_ranks": truth.get("culprit_ranks"), "truth_hosts": truth.get("culprit_hosts"),
             "lost_pred": main["lost_time_fraction"] if main else 0.0, "lost_truth": truth.get("lost_time_fraction"),
             "rule": main["rule"] if main else None, "fp": tc == "none" and bool(severe), "seconds": round(secs, 2),
             "logs": entry.get("logs"), "parallelism": entry.get("parallelism"), "severity": entry.get("severity")}
+
+
+def fabric_ambiguous(truth: dict[str, Any], without_logs: bool) -> bool:
+    """A fabric fault that only the traces could show, leaving every host as fast as the
+    slowest healthy hosts the generator draws for that GPU (see the module's scoring notes)."""
+    from stallscope.samples.model import healthy_host_busbw_floor
+
+    if truth.get("cause") != "fabric":
+        return False
+    if not without_logs and "nccl_log" in ((truth.get("evidence") or {}).get("cause") or []):
+        return False
+    job = truth.get("job") or {}
+    per_host = ((truth.get("physics") or {}).get("links_gbs") or {}).get("inter_per_host") or {}
+    if not per_host or not job.get("gpu") or not job.get("gpus_per_node"):
+        return False
+    return min(per_host.values()) >= healthy_host_busbw_floor(job["gpu"], int(job["gpus_per_node"]))
 
 
 def main() -> None:
@@ -135,6 +159,12 @@ def main() -> None:
     print(f"\n{n} bundles ({'traces only' if a.without_logs else 'as generated'}) in {wall:.0f} s: cause accuracy {cause_acc:.1%}, "
           f"culprit accuracy {sum(cul) / max(1, len(cul)):.1%} (of {len(cul)}), false positives on healthy {fp:.1%} "
           f"(of {len(healthy)}), errors {len(errors)}")
+    amb = [r for r in results if r.get("ambiguous")]
+    if amb:
+        rest = [r for r in results if not r.get("ambiguous")]
+        print(f"ambiguous fabric faults (traces only, every host as fast as a healthy one): {len(amb)}, "
+              f"{sum(1 for r in amb if r.get('ok'))} right; cause accuracy on the other {len(rest)}: "
+              f"{sum(1 for r in rest if r.get('ok')) / max(1, len(rest)):.1%}")
     for e in errors[:5]:
         print("  error:", e["name"], e["error"])
     if a.json:

@@ -222,6 +222,27 @@ def _comm_id(seed: int, name: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}/{name}".encode()).digest()[:8], "big")
 
 
+#: RDMA NICs per host drawn for a job (with their probabilities), for 8-GPU and 4-GPU hosts
+NIC_COUNTS: dict[int, tuple[list[int], list[float]]] = {8: ([1, 2, 4, 8], [0.2, 0.3, 0.3, 0.2]), 4: ([1, 2, 4], [0.3, 0.4, 0.3])}
+#: share of its line rate one NIC at 100/200/400 Gb/s sustains as all-reduce bus bandwidth (nccl-tests)
+NIC_EFFICIENCY = (0.85, 0.92)
+
+
+def _links(gpu_key: str) -> list[int]:
+    """Line rates (Gb/s) drawn for the NICs of hosts with this GPU."""
+    return [200, 400] if gpu_key == "H100" else [100, 200]
+
+
+def healthy_host_busbw_floor(device_name: str, gpus_per_node: int) -> float:
+    """The lowest inter-node bus bandwidth (GB/s) a healthy host with these GPUs can get in a
+    generated job (its fewest NICs at the slowest line rate and efficiency): a fabric fault that
+    leaves a host this much or more moves bytes as fast as some healthy job does, so its traces
+    alone cannot show it (``benchmarks/attribution_eval.py`` counts such bundles apart)."""
+    key = "H100" if "H100" in device_name else "A100"
+    counts, _ = NIC_COUNTS[8 if gpus_per_node == 8 else 4]
+    return min(counts) * min(_links(key)) / 8 * NIC_EFFICIENCY[0]
+
+
 def build_job(*, rng: np.random.Generator, seed: int, nodes: int, gpus_per_node: int, parallelism: str,
               gpu: str | None = None, network: str | None = None, host_style: str | None = None,
               hashed_group_names: bool = False) -> Job:
@@ -237,10 +258,10 @@ def build_job(*, rng: np.random.Generator, seed: int, nodes: int, gpus_per_node:
     names = host_names(nodes, style, rng, "h100" if gm.key == "H100" else "a100")
     if network is None:
         network = str(rng.choice(["IB", "RoCE"], p=[0.65, 0.35]))
-    nics = int(rng.choice([1, 2, 4, 8] if gpus_per_node == 8 else [1, 2, 4], p=[0.2, 0.3, 0.3, 0.2] if gpus_per_node == 8 else [0.3, 0.4, 0.3]))
-    link = int(rng.choice([200, 400] if gm.key == "H100" else [100, 200]))
-    # one NIC at 100/200/400 Gb/s sustains about 85-92% of line rate as bus bandwidth
-    per_nic = link / 8 * float(rng.uniform(0.85, 0.92))
+    counts, p = NIC_COUNTS[8 if gpus_per_node == 8 else 4]
+    nics = int(rng.choice(counts, p=p))
+    link = int(rng.choice(_links(gm.key)))
+    per_nic = link / 8 * float(rng.uniform(*NIC_EFFICIENCY))
     net = Network(kind=network, nics_per_host=nics, per_nic_busbw=per_nic, link_gbps=link)  # type: ignore[arg-type]
     if_name = str(rng.choice(["eth0", "ens5", "bond0", "enp220s0np0", "ibp25s0"]))
     third = int(rng.integers(0, 250))
