@@ -581,18 +581,22 @@ def _infer_blocks(rank_rows: list[dict[str, Any]]) -> None:
 
 
 def _device_blocks(rank_rows: list[dict[str, Any]]) -> None:
-    """No host known at all: group ranks by the GPU each one drives.
+    """Ranks whose host is still unknown: group ranks by the GPU each one drives.
 
     Launchers give a host a block of G consecutive ranks and each process drives the GPU of its
     local rank (``torch.cuda.set_device(local_rank)``), so when rank r's kernels run on device
     ``r mod G`` for every rank (devices 0..G-1, G >= 2, the world a multiple of G, and no rank
     seeing fewer than G GPUs), blocks of G ranks are hosts: two ranks of one block cannot share
     a host with another block without two processes driving one GPU. Named ``host-of-ranks-A-B``
-    (host_source ``device``). Jobs whose processes each see one GPU (device 0 everywhere) say
-    nothing here; the clock-based grouping of the analysis stage is then the fallback. A few ranks
-    may have left no trace (at most a quarter of the world: the largest rank + 1, or the declared
-    ``world_size``): the ranks present must still drive device ``r mod G``."""
-    if not rank_rows or any(r.get("host") for r in rank_rows):
+    (host_source ``device``), or after the host some of the block's ranks are known to run on
+    (an NCCL log from that host only): then every known host must lie in one block and no block
+    hold two, else nothing is guessed. Jobs whose processes each see one GPU (device 0
+    everywhere) say nothing here; the clock-based grouping of the analysis stage is then the
+    fallback. A few ranks may have left no trace (at most a quarter of the world: the largest
+    rank + 1, or the declared ``world_size``): the ranks present must still drive device
+    ``r mod G``. (Seed 31000 #0187: one host's log named three of its four ranks, the fourth
+    left no trace, and twelve ranks went without a host: each its own, its clock aligned alone.)"""
+    if not rank_rows or all(r.get("host") for r in rank_rows):
         return
     rows = sorted(rank_rows, key=lambda r: r["rank"])
     ranks = [r["rank"] for r in rows]
@@ -606,8 +610,17 @@ def _device_blocks(rank_rows: list[dict[str, Any]]) -> None:
         return
     if any((r.get("device_count") or g) < g for r in rows):
         return
+    named: dict[int, set[str]] = {}
     for r in rows:
-        r["host"], r["host_source"] = inferred_host(r["rank"], g), "device"
+        if r.get("host"):
+            named.setdefault(r["rank"] // g, set()).add(r["host"])
+    seen = [h for hs in named.values() for h in hs]
+    if any(len(hs) > 1 for hs in named.values()) or len(seen) != len(set(seen)):
+        return  # a known host across blocks, or two in one: the blocks are not the hosts
+    for r in rows:
+        if not r.get("host"):
+            b = r["rank"] // g
+            r["host"], r["host_source"] = (next(iter(named[b])) if b in named else inferred_host(r["rank"], g)), "device"
 
 
 def _directory_hosts(rank_rows: list[dict[str, Any]]) -> dict[str, str]:

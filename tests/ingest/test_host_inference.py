@@ -53,3 +53,24 @@ def test_device_blocks_hold_around_a_rank_without_a_trace() -> None:
     sparse = [r for r in _rows([0, 1, 2, 3] * 3, count=4) if r["rank"] not in (1, 5, 9, 10)]
     _device_blocks(sparse)
     assert {r["host"] for r in sparse} == {None}
+
+
+def test_device_blocks_beside_a_host_known_from_its_log() -> None:
+    """Seed 31000 #0187: the NCCL log of one host named ranks 8, 10 and 11 (rank 9 left no trace),
+    the other twelve ranks had no host; all drive device ``r mod 4``: blocks of four, the known
+    host's own named after it."""
+    rows = [r for r in _rows([0, 1, 2, 3] * 4, count=4, hosts={8: "ip-a", 10: "ip-a", 11: "ip-a"}) if r["rank"] != 9]
+    _infer_blocks(rows)  # three of four ranks known: no contiguous block to extend
+    assert {r["rank"]: r["host"] for r in rows}[0] is None
+    _device_blocks(rows)
+    by = {r["rank"]: (r["host"], r["host_source"]) for r in rows}
+    assert by[0] == ("host-of-ranks-0-3", "device") and by[7] == ("host-of-ranks-4-7", "device")
+    assert by[8] == ("ip-a", None) and by[15] == ("host-of-ranks-12-15", "device")
+
+
+def test_known_hosts_that_are_not_device_blocks_stop_the_guess() -> None:
+    """A known host across two blocks of G, or two known hosts in one: devices do not give hosts."""
+    for hosts in ({0: "a", 4: "a"}, {0: "a", 1: "b"}):
+        rows = _rows([0, 1, 2, 3] * 2, count=4, hosts=hosts)
+        _device_blocks(rows)
+        assert [r["host"] for r in rows] == [hosts.get(i) for i in range(8)]
