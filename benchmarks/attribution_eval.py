@@ -162,7 +162,7 @@ def main() -> None:
     amb = [r for r in results if r.get("ambiguous")]
     if amb:
         rest = [r for r in results if not r.get("ambiguous")]
-        print(f"ambiguous fabric faults (traces only, every host as fast as a healthy one): {len(amb)}, "
+        print(f"ambiguous: fabric faults only the traces show, every host as fast as a healthy one: {len(amb)}, "
               f"{sum(1 for r in amb if r.get('ok'))} right; cause accuracy on the other {len(rest)}: "
               f"{sum(1 for r in rest if r.get('ok')) / max(1, len(rest)):.1%}")
     for e in errors[:5]:
