@@ -296,12 +296,20 @@ def infer_hosts(offsets: pl.DataFrame, ranks: pl.DataFrame) -> dict[int, str]:
     candidate (at least 200 ns) and within 1 ms. (Not the first g to fail: with G = 8, blocks of
     3 straddle hosts while blocks of 4 and 8 do not.) A few ranks may be missing (no trace: at
     most a quarter of the world, the largest rank + 1 or the declared ``world_size``): the blocks
-    are then judged on the ranks they hold. Returns rank -> inferred host, or {} when no block
-    size fits."""
+    are then judged on the ranks they hold.
+
+    Hosts known for some ranks (an NCCL log from some hosts only) take part with their own
+    clock: a candidate g must keep each known host's ranks in one block and no two known hosts
+    in one, and an unknown rank in a known host's block gets that host's name (its clock
+    matched the host's). Returns unknown rank -> inferred host, or {} when no block size fits."""
     o = offsets.filter(pl.col("method").is_in(["reference", "collective_end", "a2a", "p2p"])).select("host", "offset_ns")
-    unknown = ranks.filter(pl.col("host").is_null())["rank"].to_list()
-    off = {int(h[5:]): float(v) for h, v in o.iter_rows() if h.startswith("rank-")}
-    if len(unknown) != ranks.height or set(off) != {int(r) for r in unknown} or len(off) < 4:
+    by_host = {str(h): float(v) for h, v in o.iter_rows()}
+    unknown = [int(r) for r in ranks.filter(pl.col("host").is_null())["rank"].to_list()]
+    known = {int(r): str(h) for r, h in ranks.filter(pl.col("host").is_not_null()).select("rank", "host").iter_rows()}
+    if not unknown or any(f"rank-{r}" not in by_host for r in unknown) or any(h not in by_host for h in known.values()):
+        return {}
+    off = {r: by_host[f"rank-{r}"] for r in unknown} | {r: by_host[h] for r, h in known.items()}
+    if len(off) < 4:
         return {}
     declared = ranks["world_size"].max() if "world_size" in ranks.columns else None
     n = max(max(off) + 1, int(declared) if declared is not None else 0)  # type: ignore[arg-type]
@@ -309,6 +317,12 @@ def infer_hosts(offsets: pl.DataFrame, ranks: pl.DataFrame) -> dict[int, str]:
         return {}
     worst: dict[int, float] = {}
     for g in [g for g in range(2, min(64, n // 2) + 1) if n % g == 0]:
+        named = {}
+        for r, h in known.items():
+            named.setdefault(r // g, set()).add(h)
+        seen = [h for hs in named.values() for h in hs]
+        if any(len(hs) > 1 for hs in named.values()) or len(seen) != len(set(seen)):
+            continue  # a known host across blocks, or two in one block: g is not the hosts' size
         blocks = [[off[r] for r in range(b, b + g) if r in off] for b in range(0, n, g)]
         worst[g] = max(max(v) - min(v) for v in blocks if v)
     if not worst:
@@ -318,4 +332,5 @@ def infer_hosts(offsets: pl.DataFrame, ranks: pl.DataFrame) -> dict[int, str]:
     best = max(fits) if fits else None
     if best is None or best == n:
         return {}
-    return {r: inferred_host(r, best) for r in sorted(off)}
+    host_of_block = {r // best: h for r, h in known.items()}
+    return {r: host_of_block.get(r // best, inferred_host(r, best)) for r in sorted(unknown)}

@@ -31,8 +31,8 @@ def _collectives_and_clocks(con: duckdb.DuckDBPyConnection) -> dict[str, pa.Tabl
     ranks: pl.DataFrame = pl.from_arrow(arrow_of(con.sql("SELECT rank, host, base_time_ns, trace_start_ns, world_size FROM ranks")))  # type: ignore[assignment]
     offsets = estimate_offsets(rows, ranks)
     out: dict[str, pa.Table] = {}
-    if ranks.height and ranks["host"].null_count() == ranks.height:
-        # no input names a host: group ranks by clock, then estimate again per inferred host
+    if ranks.height and ranks["host"].null_count():
+        # some ranks' host is named by no input: group them by clock, then estimate again per host
         inferred = infer_hosts(offsets, ranks)
         if inferred:
             hosts = pl.DataFrame({"rank": list(inferred), "host": list(inferred.values()), "source": ["clock"] * len(inferred)},
@@ -40,7 +40,7 @@ def _collectives_and_clocks(con: duckdb.DuckDBPyConnection) -> dict[str, pa.Tabl
             out["rank_hosts"] = hosts.to_arrow()
             new_host = {f"rank-{r}": h for r, h in inferred.items()}
             rows = rows.with_columns(pl.col("host").replace(new_host))
-            ranks = ranks.with_columns(pl.col("rank").replace_strict(inferred, default=None, return_dtype=pl.String).alias("host"))
+            ranks = ranks.with_columns(pl.coalesce(pl.col("host"), pl.col("rank").replace_strict(inferred, default=None, return_dtype=pl.String)).alias("host"))
             offsets = estimate_offsets(rows, ranks)
     inst, members = instances_and_members(rows, offsets)
     members = with_gating(with_readiness(members, con, offsets), con, offsets)

@@ -135,6 +135,29 @@ def test_hosts_are_inferred_around_a_rank_without_a_trace() -> None:
     assert case([0, 1, 2, 4, 5], 8) == {}  # more than a quarter missing
 
 
+def test_ranks_without_a_host_join_the_known_host_whose_clock_they_share() -> None:
+    """Hosts of four, clocks 5 ms apart; one host's log named ranks 8, 10 and 11 (rank 9 shares
+    its clock, its host unknown), every other rank is unknown. The unknown ranks form blocks of
+    four; rank 9 gets the known host's name. A known host whose ranks cross two blocks of every
+    candidate size stops the guess."""
+    from stallscope.analysis.clock import infer_hosts
+
+    def case(known: dict[int, str]) -> dict[int, str]:
+        noise = (0, 150, 80, 120)
+        hosts = {f"rank-{r}": (r // 4) * 5_000_000 + noise[r % 4] for r in range(16) if r not in known}
+        for r, h in known.items():
+            hosts[h] = (r // 4) * 5_000_000
+        off = pl.DataFrame({"host": list(hosts), "offset_ns": list(hosts.values()), "method": ["collective_end"] * len(hosts)})
+        ranks = pl.DataFrame({"rank": list(range(16)), "host": [known.get(r) for r in range(16)], "world_size": [16] * 16},
+                             schema={"rank": pl.Int64, "host": pl.String, "world_size": pl.Int32})
+        return infer_hosts(off, ranks)
+
+    got = case({8: "ip-a", 10: "ip-a", 11: "ip-a"})
+    assert got[9] == "ip-a" and got[0] == got[3] == "host-of-ranks-0-3" and got[15] == "host-of-ranks-12-15"
+    assert set(got) == set(range(16)) - {8, 10, 11}
+    assert case({0: "a", 15: "a"}) == {}
+
+
 @pytest.mark.parametrize("per_host", [6, 8])
 def test_the_largest_block_inside_hosts_wins_not_the_first_to_straddle(per_host: int) -> None:
     """48 ranks, hosts of 6 or 8, rank 23 without a trace. With hosts of 8, blocks of 3 straddle

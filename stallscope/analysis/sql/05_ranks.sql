@@ -2,7 +2,7 @@
 
 -- Every rank trace (the stored `ranks` table) with `host` filled in from `rank_hosts` when the
 -- bundle named no host for it (ranks sharing a clock are grouped as one host).
--- @column host  host name (trace, NCCL log, manifest, file or folder name), else the inferred `host-of-ranks-A-B`
+-- @column host  host name (trace, NCCL log, manifest, file or folder name), else inferred: the known host whose clock and rank block it shares, or `host-of-ranks-A-B`
 -- @column host_source  trace | nccl_log | manifest | file_name | directory | inferred (rank blocks) | clock (shared clock)
 CREATE OR REPLACE VIEW ranks AS
 SELECT r.* REPLACE (coalesce(r.host, h.host) AS host,

@@ -117,7 +117,7 @@ RANK_HOSTS = TableSpec(
     " whose estimated clock offsets coincide are grouped (the `ranks` view uses these when ranks.host is null).",
     (
         C("rank", I32, "global rank"),
-        C("host", STR, "inferred host label (`host-of-ranks-A-B`)"),
+        C("host", STR, "inferred host: a known host whose clock and rank block the rank shares, else `host-of-ranks-A-B`"),
         C("source", STR, "how it was inferred: clock"),
     ),
     stage="analysis",
