@@ -317,7 +317,7 @@ def infer_hosts(offsets: pl.DataFrame, ranks: pl.DataFrame) -> dict[int, str]:
         return {}
     worst: dict[int, float] = {}
     for g in [g for g in range(2, min(64, n // 2) + 1) if n % g == 0]:
-        named = {}
+        named: dict[int, set[str]] = {}
         for r, h in known.items():
             named.setdefault(r // g, set()).add(h)
         seen = [h for hs in named.values() for h in hs]
