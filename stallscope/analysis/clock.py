@@ -46,7 +46,7 @@ import numpy as np
 import polars as pl
 
 from stallscope.analysis.collectives import SYNCHRONOUS_OPS
-from stallscope.store.schema.trace import inferred_host
+from stallscope.store.schema.trace import inferred_host, known_host_blocks
 
 #: synchronous ops whose members end at nearly the same instant (all-to-all is not one of them)
 ENDS_TOGETHER = tuple(op for op in SYNCHRONOUS_OPS if op != "alltoall")
@@ -317,11 +317,7 @@ def infer_hosts(offsets: pl.DataFrame, ranks: pl.DataFrame) -> dict[int, str]:
         return {}
     worst: dict[int, float] = {}
     for g in [g for g in range(2, min(64, n // 2) + 1) if n % g == 0]:
-        named: dict[int, set[str]] = {}
-        for r, h in known.items():
-            named.setdefault(r // g, set()).add(h)
-        seen = [h for hs in named.values() for h in hs]
-        if any(len(hs) > 1 for hs in named.values()) or len(seen) != len(set(seen)):
+        if known_host_blocks(known, g) is None:
             continue  # a known host across blocks, or two in one block: g is not the hosts' size
         blocks = [[off[r] for r in range(b, b + g) if r in off] for b in range(0, n, g)]
         worst[g] = max(max(v) - min(v) for v in blocks if v)
@@ -332,5 +328,5 @@ def infer_hosts(offsets: pl.DataFrame, ranks: pl.DataFrame) -> dict[int, str]:
     best = max(fits) if fits else None
     if best is None or best == n:
         return {}
-    host_of_block = {r // best: h for r, h in known.items()}
+    host_of_block = known_host_blocks(known, best) or {}
     return {r: host_of_block.get(r // best, inferred_host(r, best)) for r in sorted(unknown)}

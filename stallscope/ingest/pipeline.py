@@ -30,7 +30,7 @@ from stallscope.ingest.source import file_sha256
 from stallscope.ingest.writer import JobWriter
 from stallscope.store.layout import StoreLayout, check_job_id
 from stallscope.store.schema import table as table_spec
-from stallscope.store.schema.trace import inferred_host
+from stallscope.store.schema.trace import inferred_host, known_host_blocks
 from stallscope.store.schema import tables as all_tables
 
 #: kinds parsed by a worker, and the function that parses each
@@ -610,17 +610,12 @@ def _device_blocks(rank_rows: list[dict[str, Any]]) -> None:
         return
     if any((r.get("device_count") or g) < g for r in rows):
         return
-    named: dict[int, set[str]] = {}
-    for r in rows:
-        if r.get("host"):
-            named.setdefault(r["rank"] // g, set()).add(r["host"])
-    seen = [h for hs in named.values() for h in hs]
-    if any(len(hs) > 1 for hs in named.values()) or len(seen) != len(set(seen)):
+    named = known_host_blocks({r["rank"]: r["host"] for r in rows if r.get("host")}, g)
+    if named is None:
         return  # a known host across blocks, or two in one: the blocks are not the hosts
     for r in rows:
         if not r.get("host"):
-            b = r["rank"] // g
-            r["host"], r["host_source"] = (next(iter(named[b])) if b in named else inferred_host(r["rank"], g)), "device"
+            r["host"], r["host_source"] = named.get(r["rank"] // g, inferred_host(r["rank"], g)), "device"
 
 
 def _directory_hosts(rank_rows: list[dict[str, Any]]) -> dict[str, str]:

@@ -18,6 +18,25 @@ def inferred_host(rank: int, size: int) -> str:
     first = (rank // size) * size
     return f"host-of-ranks-{first}-{first + size - 1}"
 
+
+def known_host_blocks(known: dict[int, str], size: int) -> dict[int, str] | None:
+    """Block index -> its known host, when blocks of ``size`` consecutive ranks can be the hosts
+    given the ranks whose host is known (``known``: rank -> host): each known host within one
+    block and no block holding two; None when not.
+
+    >>> known_host_blocks({8: "a", 10: "a"}, 4)
+    {2: 'a'}
+    >>> known_host_blocks({0: "a", 4: "a"}, 4) is None
+    True
+    """
+    named: dict[int, set[str]] = {}
+    for r, h in known.items():
+        named.setdefault(r // size, set()).add(h)
+    seen = [h for hs in named.values() for h in hs]
+    if any(len(hs) > 1 for hs in named.values()) or len(seen) != len(set(seen)):
+        return None
+    return {b: next(iter(hs)) for b, hs in named.items()}
+
 RANKS = TableSpec(
     "ranks",
     "One row per rank ingested: identity, host, devices and its traces' own facts. A rank whose process wrote"
