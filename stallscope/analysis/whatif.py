@@ -128,13 +128,15 @@ class Timeline:
 
 
 def build_timeline(members: pl.DataFrame, instances: pl.DataFrame, windows: pl.DataFrame,
-                   hosts: pl.DataFrame) -> Timeline | None:
+                   hosts: pl.DataFrame, *, world: int | None = None) -> Timeline | None:
     """Synchronizations from ``collective_members`` (aligned), ``collective_instances``,
-    ``step_breakdown`` windows (rank, start_ns, end_ns). None when there is nothing to replay."""
+    ``step_breakdown`` windows (rank, start_ns, end_ns); ``hosts`` (rank, host) lists the ranks
+    with a trace, ``world`` the job's size (for ranks that left none). None when there is nothing
+    to replay."""
     if windows.height == 0:
         return None
     span = windows.group_by("rank").agg(pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e"))
-    absent = absent_members(members, instances, hosts)
+    absent = absent_members(members, instances, hosts, world=world)
     if absent.height:
         members = pl.concat([members, absent], how="diagonal_relaxed")
         span = _spans_with_absent(span, members, absent)
@@ -262,7 +264,8 @@ def unprofiled_ns(windows: pl.DataFrame) -> float:
     return float(holes.item() or 0)
 
 
-def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.DataFrame) -> pl.DataFrame:
+def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.DataFrame, *,
+                   world: int | None = None) -> pl.DataFrame:
     """Rows for members whose traces ended before the collective (a killed rank, a trace cut
     mid-write), or that left no trace at all (a file lost): the collective still waited for them.
 
@@ -298,7 +301,8 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
     name: a rank without a trace is seen nowhere), when the set is as large as the group, and only
     instances after their last recorded end (any instance, for a rank with none) get a row. A rank
     without a trace has no host in the bundle and no steps: its rows are its whole timeline,
-    no measure of anyone. Point-to-point pairs and
+    no measure of anyone; without ``Process Group Ranks`` it is placed by elimination
+    (:func:`_traceless_members`, given ``world``). Point-to-point pairs and
     instances of a group of unknown width are left as recorded; traces without collective
     metadata declare no group size, and a group is then as wide as its family's fullest instance
     (:func:`stallscope.analysis.collectives.group_width`: seed 28000 #0050, a compute straggler's
@@ -327,7 +331,12 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
             .join(named, on="channel", how="left")
             .with_columns(pl.when(pl.col("_named").is_not_null() & (pl.col("_set").list.set_difference("_named").list.len() == 0))
                           .then(pl.col("_named").cast(pl.List(mc.schema["rank"]))).otherwise(pl.col("_set")).alias("_set"))
-            .drop("_named").filter(pl.col("_set").list.len() > 1))
+            .drop("_named"))
+    if world:
+        traceless = sorted(set(range(world)) - set(hosts["rank"].cast(pl.Int64).to_list()))
+        if traceless:
+            chan = _traceless_members(chan, instances.select("channel", "group_size").unique("channel"), traceless)
+    chan = chan.filter(pl.col("_set").list.len() > 1)
     # when each rank was last seen; one that left no collective at all, never (every instance is after it)
     seen = mc.group_by("rank").agg(pl.col("end_ns").max().alias("_seen"))
     present = (members.group_by("instance_id")
@@ -364,6 +373,39 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
         hosts.select(pl.col("rank").cast(members.schema["rank"]), "host"), on="rank", how="left")
     return pl.concat([empty, rows.with_columns(pl.lit(False).alias("gates_compute"), pl.lit(False).alias("compute_overlaps_end"),
                                                pl.lit(True).alias("absent"))], how="diagonal_relaxed")
+
+
+def _traceless_members(chan: pl.DataFrame, widths: pl.DataFrame, traceless: list[int]) -> pl.DataFrame:
+    """Put the ranks that left no trace into the one channel of a family that lacks members.
+
+    Without ``Process Group Ranks`` a channel's members are the ranks seen in it, and a rank
+    without a trace is seen nowhere. But groups of one family (``stream:<id>#<first rank>``: the
+    same communicator of the same program on different ranks; a ``pg:`` channel is a family of
+    its own) partition their ranks, so when exactly one of the family's channels is short of its
+    width, by as many ranks as there are traceless ranks seen in none of the family's channels,
+    those are its missing members (seed 32000 #0153: rank 7 lost, its tensor-parallel group 4-6
+    one short, its data-parallel pair with rank 3 alone; rank 4's compute straggling reached
+    rank 3 through rank 7 and replayed as nobody waiting: 0.5 % of 20 %). Several short
+    channels cannot be told apart: left as seen."""
+    x = (chan.join(widths, on="channel", how="left")
+         .with_columns(pl.col("channel").str.replace(r"#[0-9]+$", "").alias("_fam"),
+                       (pl.col("group_size") - pl.col("_set").list.len()).alias("_short")))
+    fill: dict[str, list[int]] = {}
+    for (_fam,), g in x.group_by("_fam"):
+        short = g.filter(pl.col("_short") > 0)
+        if short.height != 1:
+            continue
+        seen = {int(r) for rs in g["_set"].to_list() for r in rs}
+        cand = [r for r in traceless if r not in seen]
+        if cand and len(cand) == int(short["_short"][0]):
+            fill[str(short["channel"][0])] = cand
+    if not fill:
+        return chan
+    dtype = chan.schema["_set"]
+    extra = pl.DataFrame({"channel": list(fill), "_extra": list(fill.values())}).with_columns(pl.col("_extra").cast(dtype))
+    return (chan.join(extra, on="channel", how="left")
+            .with_columns(pl.when(pl.col("_extra").is_not_null()).then(pl.concat_list("_set", "_extra")).otherwise(pl.col("_set"))
+                          .alias("_set")).drop("_extra"))
 
 
 def _spans_with_absent(span: pl.DataFrame, members: pl.DataFrame, absent: pl.DataFrame) -> pl.DataFrame:

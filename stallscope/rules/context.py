@@ -291,7 +291,8 @@ class Context:
     @cached_property
     def timeline(self) -> whatif.Timeline | None:
         w = self.d.breakdown.select("rank", "start_ns", "end_ns")
-        return whatif.build_timeline(self.d.members, self.d.instances, w, self.d.ranks.select("rank", "host"))
+        return whatif.build_timeline(self.d.members, self.d.instances, w, self.d.ranks.select("rank", "host"),
+                                     world=self.d.world_size)
 
     @cached_property
     def clusters(self) -> list[Candidate]:
