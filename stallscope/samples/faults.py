@@ -213,21 +213,31 @@ class DegradedNic(Fault):
 class P2PDisabled(Fault):
     """One host moves intra-node traffic through host shared memory (``NCCL_P2P_DISABLE=1``, or
     P2P unavailable: IOMMU/ACS, container isolation). Its intra-node collectives slow down by an
-    order of magnitude, so its ranks fall behind together."""
+    order of magnitude, so its ranks fall behind together. With ``every_host`` the setting is the
+    job's (a launcher or container image that exports it): every host's intra-node traffic, and
+    every ring's intra-node hops, run at host-memory speed, and no host stands apart."""
 
     host: int = 0
     via_env: bool = True  #: the log echoes NCCL_P2P_DISABLE=1 (else P2P is silently unavailable)
+    every_host: bool = False  #: P2P off on every host (a job-wide setting), not on ``host`` alone
 
     def __post_init__(self) -> None:
         self.kind, self.cause, self.hosts = "p2p_disabled_one_host", "locality", [self.host]
-        self.log_hints = {self.host: ["shm"] + (["p2p_disable_env"] if self.via_env else [])}
+        self._hint([self.host])
+
+    def _hint(self, hosts: list[int]) -> None:
+        self.log_hints = {h: ["shm"] + (["p2p_disable_env"] if self.via_env else []) for h in hosts}
 
     def apply(self, eff: Effects, job: Job) -> None:
-        eff.p2p[self.host] = False
-        self.ranks = job.ranks_of_host(self.host)
+        hosts = list(range(job.n_nodes)) if self.every_host else [self.host]
+        for h in hosts:
+            eff.p2p[h] = False
+        self.hosts = hosts
+        self._hint(hosts)
+        self.ranks = [r for h in hosts for r in job.ranks_of_host(h)]
 
     def plan(self) -> dict[str, Any]:
-        return super().plan() | {"host": self.host, "via_env": self.via_env}
+        return super().plan() | {"host": self.host, "via_env": self.via_env, "every_host": self.every_host}
 
 
 @dataclass

@@ -17,7 +17,8 @@ compute_straggler           synchronization  one rank's compute kernels x 1.04-2
 host_stall_straggler        synchronization  one rank's CPU stalls every step (data loader, GC, sync calls)
 intermittent_straggler      synchronization  one or two ranks stall in some steps only
 jitter_amplification        synchronization  every rank, every step: a random host delay (log-normal)
-p2p_disabled_one_host       locality         one host's intra-node traffic over SHM (10-20 GB/s)
+p2p_disabled_one_host       locality         one host's intra-node traffic over SHM (10-20 GB/s); with the
+                                             knob p2p_hosts=all, every host's (never drawn by a suite)
 cross_socket_nic_one_host   locality         one host: NIC across the socket (bw x 0.35-0.7, no GDR),
                                              processes on the far NUMA node (host work x 1.15-2.5)
 two_faults                  (dominant)       two of the above at once; the truth is the one that costs
@@ -76,6 +77,7 @@ class Knobs:
     culprit_host: int | None = None
     secondary: str | None = None  #: two_faults: the secondary scenario
     primary: str | None = None  #: two_faults: the dominant scenario
+    p2p_hosts: str | None = None  #: p2p_disabled_one_host: "one" (default) or "all" (never drawn: a job-wide NCCL_P2P_DISABLE)
 
     @classmethod
     def names(cls) -> list[str]:
@@ -189,7 +191,7 @@ def _jitter(ctx: Ctx) -> list[F.Fault]:
 
 
 def _p2p(ctx: Ctx) -> list[F.Fault]:
-    return [F.P2PDisabled(host=ctx.culprit_host, via_env=bool(ctx.rng.random() < 0.7))]
+    return [F.P2PDisabled(host=ctx.culprit_host, via_env=bool(ctx.rng.random() < 0.7), every_host=ctx.knobs.p2p_hosts == "all")]
 
 
 def _cross(ctx: Ctx) -> list[F.Fault]:
@@ -307,6 +309,8 @@ def resolve_knobs(scenario: str, knobs: Knobs, rng: np.random.Generator) -> Knob
         k.culprit_rank = int(k.culprit_host * k.gpus + rng.integers(0, k.gpus))  # type: ignore[operator]
     if not 0 <= k.culprit_host < k.nodes or not 0 <= k.culprit_rank < world:  # type: ignore[operator]
         raise UsageError(f"culprit rank {k.culprit_rank} / host {k.culprit_host} out of range")
+    if k.p2p_hosts not in (None, "one", "all"):
+        raise UsageError(f"p2p_hosts must be 'one' or 'all' (got {k.p2p_hosts!r})")
     if k.torch_variant == "kineto_2022":
         k.metadata = False
         k.seq = False

@@ -84,6 +84,16 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
                                                    steps=10, noise="medium")),
     "p2p_logs": ("p2p_disabled_one_host", 22, dict(logs="all", parallelism="tp_dp")),
     "p2p_nologs": ("p2p_disabled_one_host", 23, dict(logs="none", parallelism="tp_dp")),
+    # P2P off on every host (a job-wide NCCL_P2P_DISABLE): no host stands apart from its peers;
+    # the logs say SHM everywhere, the traces that NVLink boards move their TP traffic at SHM speed
+    "p2p_job_logs": ("p2p_disabled_one_host", 5, dict(logs="all", parallelism="tp_dp", p2p_hosts="all")),
+    "p2p_job_nologs": ("p2p_disabled_one_host", 5, dict(logs="none", parallelism="hsdp", nodes=3, p2p_hosts="all")),
+    # one 8-GPU host, nothing to compare with but what its NVLink board gives
+    "p2p_one_node": ("p2p_disabled_one_host", 3, dict(logs="none", parallelism="tp_dp", nodes=1, gpus=8, p2p_hosts="all")),
+    # flat DDP: only the world's rings cross the SHM hops, hidden under backward (~2 %): the logs'
+    # setting is reported, low
+    "p2p_job_ddp": ("p2p_disabled_one_host", 5, dict(logs="all", parallelism="ddp", gpus=8, p2p_hosts="all")),
+    "healthy_one_node": ("healthy", 3, dict(logs="none", parallelism="tp_dp", nodes=1, gpus=8)),
     "xsock_logs": ("cross_socket_nic_one_host", 24, dict(logs="all", graph_subsys=True, severity="moderate")),
     "xsock_nologs": ("cross_socket_nic_one_host", 25, dict(logs="none", severity="moderate", nodes=3)),
     # subtle: the host's ranks are late in every step, by less than the job's jitter what-if recovers

@@ -61,15 +61,46 @@ def intra_bandwidth_by_host(ctx: Context) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=_SCHEMA)
 
 
+def _replayable(ctx: Context) -> tuple[dict[int, int], pl.DataFrame]:
+    """(instance id -> replay position, the intra-node instances); empty without a timeline."""
+    tl = ctx.timeline
+    x = _intra_instances(ctx) if tl is not None else None
+    if tl is None or x is None or x.height == 0:
+        return {}, pl.DataFrame()
+    return {int(i): p for p, i in enumerate(tl.inst_ids.tolist())}, x
+
+
 def intra_transfer_fix(ctx: Context, host: str) -> dict[int, float]:
     """Replay positions of the host's intra-node instances -> peers' median transfer for the same shape."""
-    tl = ctx.timeline
-    if tl is None:
-        return {}
-    x = _intra_instances(ctx)
-    if x.height == 0:
+    pos_of, x = _replayable(ctx)
+    if not pos_of:
         return {}
     peers = x.filter(pl.col("host") != host).group_by("shape").agg(pl.col("transfer_ns").median().alias("peer_t"))
     mine = x.filter(pl.col("host") == host).join(peers, on="shape")
-    pos_of = {int(i): p for p, i in enumerate(tl.inst_ids.tolist())}
     return {pos_of[int(i)]: float(t) for i, t in zip(mine["instance_id"].to_list(), mine["peer_t"].to_list()) if int(i) in pos_of}
+
+
+def intra_busbw_per_host(ctx: Context, min_bytes: int) -> dict[str, tuple[float, int]]:
+    """Per host: median bus bandwidth (GB/s) of its intra-node collectives of ``min_bytes`` and
+    more whose sizes are known, and how many there were (hosts with fewer than
+    :data:`MIN_INSTANCES` are left out)."""
+    x = _intra_instances(ctx)
+    if x.height == 0:
+        return {}
+    x = x.filter(pl.col("sized") & (pl.col("bytes") >= min_bytes) & pl.col("busbw_gbps").is_not_null() & pl.col("host").is_not_null())
+    per = x.group_by("host").agg(pl.col("busbw_gbps").median().alias("bw"), pl.len().alias("n"))
+    return {h: (float(bw), int(n)) for h, bw, n in per.iter_rows() if n >= MIN_INSTANCES}
+
+
+def intra_transfers_at(ctx: Context, hosts: set[str], gbps: float) -> dict[int, float]:
+    """Replay positions of the sized intra-node instances on ``hosts`` -> their transfer at ``gbps``
+    of bus bandwidth (never longer than measured)."""
+    pos_of, x = _replayable(ctx)
+    if not pos_of:
+        return {}
+    x = x.filter(pl.col("sized") & pl.col("host").is_in(sorted(hosts)))
+    out = {}
+    for iid, b, f, t in x.select("instance_id", "bytes", "bus_factor", "transfer_ns").iter_rows():
+        if int(iid) in pos_of and b:
+            out[pos_of[int(iid)]] = min(float(t), float(b) * float(f or 1.0) / gbps)  # bytes / (GB/s) = ns
+    return out

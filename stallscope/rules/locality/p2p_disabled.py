@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from stallscope.rules.base import Finding, Rule, fmt_pct
+import polars as pl
+
+from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.locality._host_facts import host_lost, shm_hop_slows_inter
+from stallscope.rules.locality._intra import intra_busbw_per_host, intra_transfers_at
+from stallscope.rules.locality._nvlink import MIN_BYTES, SLOW_SHARE, nvlink_busbw
 from stallscope.rules.placement import (log_hosts, p2p_disabled_by_env, p2p_env_evidence, placement_differences, shm_evidence,
                                        shm_share)
 
@@ -22,6 +26,14 @@ class P2PDisabled(Rule):
         go ``via P2P`` (IPC, CUMEM, direct pointer), or in which that host alone echoes
         ``NCCL_P2P_DISABLE=1`` / ``NCCL_P2P_LEVEL=LOC``.
 
+        Also P2P off on **every** host (a launcher or container image that exports
+        ``NCCL_P2P_DISABLE=1``), or on several, or on the only host of a one-node job, where no
+        host stands apart from its peers: the traces show it on GPUs of an NVLink board (SXM/OAM
+        names in ``deviceProperties``, see ``_nvlink.py``) whose intra-node collectives of 16 MiB
+        and more move their bytes at host-memory or PCIe speed on each such host; the logs show it
+        when every host's intra-node connections are SHM (with the setting echoed, or on an NVLink
+        board: on PCIe cards without P2P, SHM is the hardware, not a fault).
+
     Why it slows the job:
         SHM copies every intra-node message through host memory over PCIe twice: a fraction of
         NVLink/P2P bandwidth. That host's intra-node collectives (tensor parallelism, the
@@ -35,7 +47,11 @@ class P2PDisabled(Rule):
         Intra-node transports per host (``nccl_connections``), the P2P settings each host echoes
         (``nccl_env``), that host's intra-node bus bandwidth against its peers; time lost from
         the what-if replay (the host's ranks like their peers, or its intra-node transfers at its
-        peers' speed) when the traces show it.
+        peers' speed) when the traces show it. Job-wide: each host's intra-node bus bandwidth and
+        GPU model (``collective_instances``, ``ranks``); the cost replays those transfers at the
+        board's conservative NVLink bandwidth (about half of nccl-tests', so a lower bound when
+        ranks wait on them in line), plus, when the logs put every ring's intra-node hops on SHM
+        and the inter-node collectives collapse to SHM speed, those at what the fabric should give.
 
     How to fix:
         Remove ``NCCL_P2P_DISABLE``/``NCCL_P2P_LEVEL`` from that host's environment; check
@@ -50,7 +66,11 @@ class P2PDisabled(Rule):
         are SHM, and the inter-node collectives through it collapse (FAB001's test) to a
         bandwidth an SHM hop can explain (≥ 5 GB/s per host; below, something else is broken
         too); without that collapse the finding is low (the setting is a fact, its cost unknown).
-        The other hosts may share the setting: the finding says so.
+        The other hosts may share the setting: the finding says so. Job-wide or several hosts:
+        a host is slow under 40 % of its board's conservative NVLink bandwidth (H100/H200 200,
+        A100 120, V100 60, B200 350 GB/s; PCIe and NVL variants never), median over at least 3
+        sized collectives of 16 MiB and more; two or more such hosts, or the only host, fire; a
+        single slow host among fast peers is left to LOC002 and the per-host test above.
     """
 
     code = "LOC003"
@@ -59,15 +79,16 @@ class P2PDisabled(Rule):
 
     def check(self, ctx: Context) -> list[Finding]:
         hosts = log_hosts(ctx)
+        out = self._off_beyond_one_host(ctx, hosts)
+        covered = {h for f in out for h in f.hosts}
         if len(hosts) == 1:
-            return self._lone_log(ctx, next(iter(hosts)))
+            return out + ([] if hosts & covered else self._lone_log(ctx, next(iter(hosts))))
         if len(hosts) < 2:
-            return []
-        out = []
+            return out
         for host in ctx.d.hosts:
             diffs = placement_differences(ctx, host)
             items = [t for t in diffs.items if "SHM" in t or "P2P is disabled" in t]
-            if not items:
+            if not items or host in covered:
                 continue
             crosses = shm_hop_slows_inter(ctx, host)
             lost = host_lost(ctx, host, intra=True, inter=crosses)
@@ -121,6 +142,98 @@ class P2PDisabled(Rule):
                     recommendation=f"Remove NCCL_P2P_DISABLE / NCCL_P2P_LEVEL from {host}'s environment (and every host's, if "
                                    "the launcher sets it job-wide); collect NCCL_DEBUG=INFO logs from every host.",
                     details={"placement_differences": items, "affects_inter_node": crosses, "lone_log": True})
+        if lost is None:
+            f.severity = "low"
+        return [f]
+
+    def _off_beyond_one_host(self, ctx: Context, logged: set[str]) -> list[Finding]:
+        """P2P off on every host (a job-wide setting), or on several: nothing stands apart from peers.
+
+        Two kinds of proof, either enough: the traces (GPUs of an NVLink board whose intra-node
+        collectives of ``MIN_BYTES`` and more run under ``SLOW_SHARE`` of what NVLink gives, on
+        each such host) and the logs (every logged host's intra-node connections on SHM, the logs
+        covering every host, with P2P disabled by environment or an NVLink board to make it a
+        fault rather than the hardware). The cost: those intra-node transfers at NVLink's
+        conservative speed, and, when the logs put the rings' intra-node hops on SHM and the
+        inter-node collectives collapse to a speed SHM explains, those at what the fabric should
+        give (as for a lone log)."""
+        from stallscope.rules.fabric._bandwidth import inter_far_below, transfers_at_bandwidth
+
+        try:
+            names = ctx.store.sql("SELECT DISTINCT device_name FROM ranks WHERE job = ?", [ctx.job])["device_name"].to_list()
+        except Exception:  # noqa: BLE001 - a store without the column
+            names = []
+        ref = nvlink_busbw(names)
+        measured = intra_busbw_per_host(ctx, MIN_BYTES) if ref else {}
+        slow = {h: v for h, v in measured.items() if v[0] < SLOW_SHARE * ref} if ref else {}
+        shm = shm_share(ctx)
+        env_off = p2p_disabled_by_env(ctx)
+        job_hosts = set(ctx.d.hosts)
+        logs_all_shm = (bool(logged) and job_hosts <= logged and all(shm.get(h, 0.0) >= 0.5 for h in logged)
+                        and (bool(env_off) or ref is not None))
+        if len(slow) >= 2 or (slow and len(job_hosts) == 1):
+            hosts = set(slow)
+        elif logs_all_shm and (len(job_hosts) >= 2 or ref is not None):
+            hosts = set(job_hosts)
+        else:
+            return []  # one slow host among fast peers is LOC002's and the per-host LOC003's
+        items = []
+        if slow:
+            bws = sorted(v[0] for v in slow.values())
+            n = sum(v[1] for v in slow.values())
+            where = "its host" if len(slow) == 1 else f"{len(slow)} hosts"
+            items.append(f"intra-node collectives of {MIN_BYTES >> 20} MiB and more move {bws[len(bws) // 2]:.1f} GB/s of bus "
+                         f"bandwidth on {where} (median of {n}), where the {names[0]} NVLink board gives at least "
+                         f"~{ref:.0f} GB/s: host-memory (SHM) or PCIe speed")
+        if hosts & logged:
+            on_shm = sorted(h for h in hosts & logged if shm.get(h, 0.0) >= 0.5)
+            if on_shm:
+                items.append(f"NCCL's logs put the intra-node connections of {len(on_shm)} of {len(hosts)} host(s) on SHM")
+            off = sorted(hosts & env_off)
+            if off:
+                items.append(f"{len(off)} host(s) echo NCCL_P2P_DISABLE / NCCL_P2P_LEVEL that disable P2P")
+            if not on_shm and not off:
+                items.append("NCCL's logs show P2P connections: the P2P path itself (NVLink down, PCIe P2P) is slow")
+        fix: dict[int, float] = {}
+        if slow:
+            fix.update(intra_transfers_at(ctx, set(slow), ref))
+        crosses = False
+        if logs_all_shm:
+            far, _, host_bw, expected, _ = inter_far_below(ctx)
+            if far and host_bw >= SHM_FLOOR_GBPS:
+                crosses = True
+                items.append(f"the inter-node collectives, whose rings cross every host's intra-node hops, run at "
+                             f"{host_bw:.1f} GB/s per host against ~{expected:.0f} GB/s the NICs should carry, a speed "
+                             f"host-memory copies explain")
+                fix.update(transfers_at_bandwidth(ctx))
+        lost = ctx.lost_if_transfers("p2p:wide:" + ",".join(sorted(hosts)), fix) if fix else None
+        every = hosts == job_hosts
+        label = (next(iter(hosts)) if len(hosts) == 1 else "every host" if every else ", ".join(sorted(hosts)))
+        summary = (f"On {label}: {'; '.join(items)}. No host stands apart: the setting is "
+                   f"{'the job' if every else 'those hosts'}'s, not one machine's. "
+                   + (f"At NVLink's (conservative) speed{' and the fabric' if crosses else ''}'s, the job would be "
+                      f"{fmt_pct(lost)} shorter." if lost else "The traces do not show what it cost."))
+        ev = [shm_evidence(ctx, None), p2p_env_evidence(ctx)] if hosts & logged else []
+        if slow:
+            ev.insert(0, Evidence("intra-node bus bandwidth per host for collectives of 16 MiB and more, and the GPU model",
+                                  f"SELECT m.host, r.device_name, i.op, count(*) AS n, round(median(i.busbw_gbps), 2) AS busbw_gbps "
+                                  f"FROM collective_instances i JOIN (SELECT job, instance_id, any_value(host) AS host, "
+                                  f"any_value(rank) AS rank FROM collective_members GROUP BY job, instance_id) m USING (job, instance_id) "
+                                  f"JOIN ranks r ON r.job = m.job AND r.rank = m.rank WHERE i.{ctx.where} AND i.scope = 'intra' "
+                                  f"AND i.members > 1 AND i.bytes >= {MIN_BYTES} GROUP BY ALL ORDER BY m.host, i.op",
+                                  round(min(v[0] for v in slow.values()), 2)))
+        ranks = sorted(r for h in hosts for r in ctx.d.ranks_of(h))
+        f = Finding(rule=self.code, cause=self.cause,
+                    title=f"P2P is off on {label} (GPUs talk through host memory)" if hosts & (env_off | set(h for h in shm if shm[h] >= 0.5))
+                    else f"intra-node collectives on {label} run far below NVLink speed",
+                    summary=summary, ranks=ranks, hosts=sorted(hosts), lost_time_fraction=lost,
+                    confidence=ctx.quality * (0.85 if slow and hosts & logged else 0.75 if slow else 0.6), evidence=ev,
+                    recommendation=("Remove NCCL_P2P_DISABLE / NCCL_P2P_LEVEL from the job's environment (launcher, container "
+                                    "image, module files); on each node check nvidia-smi topo -m and nvidia-smi nvlink -s, "
+                                    "IOMMU/ACS settings, and that every process sees all GPUs of its node."),
+                    details={"placement_differences": items, "affects_inter_node": crosses, "job_wide": every,
+                             "intra_busbw_gbps": {h: round(v[0], 2) for h, v in sorted(slow.items())},
+                             "nvlink_reference_gbps": ref})
         if lost is None:
             f.severity = "low"
         return [f]
