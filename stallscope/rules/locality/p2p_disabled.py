@@ -32,7 +32,8 @@ class P2PDisabled(Rule):
         names in ``deviceProperties``, see ``_nvlink.py``) whose intra-node collectives of 16 MiB
         and more move their bytes at host-memory or PCIe speed on each such host; the logs show it
         when every host's intra-node connections are SHM (with the setting echoed, or on an NVLink
-        board: on PCIe cards without P2P, SHM is the hardware, not a fault).
+        board: on PCIe cards without P2P, SHM is the hardware, not a fault), or every one of two
+        or more hosts' logs where the others' are missing.
 
     Why it slows the job:
         SHM copies every intra-node message through host memory over PCIe twice: a fraction of
@@ -169,7 +170,9 @@ class P2PDisabled(Rule):
         shm = shm_share(ctx)
         env_off = p2p_disabled_by_env(ctx)
         job_hosts = set(ctx.d.hosts)
-        logs_all_shm = (bool(logged) and job_hosts <= logged and all(shm.get(h, 0.0) >= 0.5 for h in logged)
+        # every log says SHM: all hosts' logs, or two or more (the others' missing logs are no
+        # evidence of a different setting; one log alone is the lone-log case)
+        logs_all_shm = (bool(logged) and (job_hosts <= logged or len(logged) >= 2) and all(shm.get(h, 0.0) >= 0.5 for h in logged)
                         and (bool(env_off) or ref is not None))
         if len(slow) >= 2 or (slow and len(job_hosts) == 1):
             hosts = set(slow)
