@@ -94,6 +94,12 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # setting is reported, low
     "p2p_job_ddp": ("p2p_disabled_one_host", 5, dict(logs="all", parallelism="ddp", gpus=8, p2p_hosts="all")),
     "healthy_one_node": ("healthy", 3, dict(logs="none", parallelism="tp_dp", nodes=1, gpus=8)),
+    # every log on SHM, FSDP over the world, no message sizes: the rings' SHM hops hold a job
+    # that waits on its inter-node collectives (61 % lost); FAB001's network-bound reading yields
+    "p2p_job_unsized": ("p2p_disabled_one_host", 11, dict(logs="all", parallelism="fsdp", nodes=3, metadata=False,
+                                                         torch_variant="kineto_2022", p2p_hosts="all")),
+    # only the culprit's log, on SHM without the setting echoed: on an NVLink board SHM is a fault
+    "p2p_lone_nvlink": ("p2p_disabled_one_host", 38, dict(logs="some", parallelism="tp_dp", culprit_host=0)),
     "xsock_logs": ("cross_socket_nic_one_host", 24, dict(logs="all", graph_subsys=True, severity="moderate")),
     "xsock_nologs": ("cross_socket_nic_one_host", 25, dict(logs="none", severity="moderate", nodes=3)),
     # subtle: the host's ranks are late in every step, by less than the job's jitter what-if recovers

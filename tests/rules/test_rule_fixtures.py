@@ -78,6 +78,8 @@ EXPECTED: dict[str, set[str]] = {
     "p2p_one_node": {"LOC003"},
     "p2p_job_ddp": {"LOC003"},
     "healthy_one_node": set(),
+    "p2p_job_unsized": {"LOC003"},
+    "p2p_lone_nvlink": {"LOC002"},  # measured against its peers, the log's SHM merged in
     "xsock_logs": {"LOC004"},
     # only the culprit's log, which disables P2P: every DDP ring hops through its SHM, the
     # inter-node collectives collapse to host-memory speed; no peer log to compare with
@@ -551,6 +553,15 @@ def test_p2p_off_on_every_host_is_the_job_s_setting(jobs: Any) -> None:
         want = j.truth["lost_time_fraction"]
         assert 0.5 * want <= f["lost_time_fraction"] <= want + 0.03, (name, f["lost_time_fraction"], want)
         assert not {"LOC002", "FAB001"} & set(j.fired(raw=True)), name
+    # no message sizes: network-bound through rings whose every intra-node hop is SHM, which
+    # replaces FAB001's network-bound reading at its severity
+    unsized = jobs["p2p_job_unsized"]
+    f = unsized.fired()["LOC003"]
+    assert f["severity"] == "medium" and f["details"]["affects_inter_node"] and f["details"]["exposed_inter_share"] > 0.3
+    assert "FAB001" in unsized.fired(raw=True) and "FAB001" not in unsized.fired()
+    # one log, SHM without the setting echoed, NVLink board: LOC003 before the merge with LOC002
+    lone = jobs["p2p_lone_nvlink"]
+    assert "LOC003" in lone.fired(raw=True) and "LOC003" in lone.fired()["LOC002"]["details"]["merged_rules"]
     # flat DDP: the SHM hops hide under backward; the setting is a fact of the logs, its cost unseen
     ddp = jobs["p2p_job_ddp"].fired()["LOC003"]
     assert ddp["severity"] == "low" and ddp["lost_time_fraction"] is None and ddp["details"]["job_wide"]

@@ -62,16 +62,20 @@ class P2PDisabled(Rule):
     Options:
         A host differs when ≥ 50 % of its intra-node connections are SHM and < 50 % of every
         other host's are; requires NCCL logs from the host and at least one peer. When the
-        bundle holds one host's log only, that host is named when its log disables P2P itself
-        (``NCCL_P2P_DISABLE=1``, ``NCCL_P2P_LEVEL=LOC``), ≥ 50 % of its intra-node connections
-        are SHM, and the inter-node collectives through it collapse (FAB001's test) to a
+        bundle holds one host's log only, that host is named when ≥ 50 % of its intra-node
+        connections are SHM and its log disables P2P itself (``NCCL_P2P_DISABLE=1``,
+        ``NCCL_P2P_LEVEL=LOC``) or its GPUs are of an NVLink board (where SHM is never the
+        hardware's choice), and the inter-node collectives through it collapse (FAB001's test) to a
         bandwidth an SHM hop can explain (≥ 5 GB/s per host; below, something else is broken
         too); without that collapse the finding is low (the setting is a fact, its cost unknown).
         The other hosts may share the setting: the finding says so. Job-wide or several hosts:
         a host is slow under 40 % of its board's conservative NVLink bandwidth (H100/H200 200,
         A100 120, V100 60, B200 350 GB/s; PCIe and NVL variants never), median over at least 3
         sized collectives of 16 MiB and more; two or more such hosts, or the only host, fire; a
-        single slow host among fast peers is left to LOC002 and the per-host test above.
+        single slow host among fast peers is left to LOC002 and the per-host test above. When
+        the logs put every host on SHM and the traces carry no message sizes, a network-bound job
+        (FAB001's test: exposed inter-node collectives, members arriving together) waits on rings
+        whose every intra-node hop is host memory: medium, unmeasured, replacing FAB001's reading.
     """
 
     code = "LOC003"
@@ -117,10 +121,13 @@ class P2PDisabled(Rule):
         from stallscope.rules.fabric._bandwidth import inter_far_below, transfers_at_bandwidth
 
         shm = shm_share(ctx).get(host, 0.0)
-        if host not in p2p_disabled_by_env(ctx) or shm < 0.5:
+        by_env = host in p2p_disabled_by_env(ctx)
+        if shm < 0.5 or not (by_env or nvlink_busbw(_device_names(ctx)) is not None):
             return []
-        items = [f"its NCCL log (the only one in the bundle) disables P2P (NCCL_P2P_DISABLE / NCCL_P2P_LEVEL) and {shm:.0%} of "
-                 f"its intra-node connections go through shared memory (SHM)"]
+        items = [(f"its NCCL log (the only one in the bundle) disables P2P (NCCL_P2P_DISABLE / NCCL_P2P_LEVEL) and {shm:.0%} of "
+                  f"its intra-node connections go through shared memory (SHM)") if by_env else
+                 (f"{shm:.0%} of the intra-node connections in its NCCL log (the only one in the bundle) go through shared "
+                  f"memory (SHM), on GPUs of an NVLink board ({_device_names(ctx)[0]}): P2P is off or unavailable there")]
         lost = None
         crosses = False
         if shm_hop_slows_inter(ctx, host):
@@ -158,12 +165,9 @@ class P2PDisabled(Rule):
         conservative speed, and, when the logs put the rings' intra-node hops on SHM and the
         inter-node collectives collapse to a speed SHM explains, those at what the fabric should
         give (as for a lone log)."""
-        from stallscope.rules.fabric._bandwidth import inter_far_below, transfers_at_bandwidth
+        from stallscope.rules.fabric._bandwidth import inter_far_below, network_bound, transfers_at_bandwidth
 
-        try:
-            names = ctx.store.sql("SELECT DISTINCT device_name FROM ranks WHERE job = ?", [ctx.job])["device_name"].to_list()
-        except Exception:  # noqa: BLE001 - a store without the column
-            names = []
+        names = _device_names(ctx)
         ref = nvlink_busbw(names)
         measured = intra_busbw_per_host(ctx, MIN_BYTES) if ref else {}
         slow = {h: v for h, v in measured.items() if v[0] < SLOW_SHARE * ref} if ref else {}
@@ -201,6 +205,7 @@ class P2PDisabled(Rule):
         if slow:
             fix.update(intra_transfers_at(ctx, set(slow), ref))
         crosses = False
+        bound_share = None
         if logs_all_shm:
             far, _, host_bw, expected, _ = inter_far_below(ctx)
             if far and host_bw >= SHM_FLOOR_GBPS:
@@ -209,6 +214,16 @@ class P2PDisabled(Rule):
                              f"{host_bw:.1f} GB/s per host against ~{expected:.0f} GB/s the NICs should carry, a speed "
                              f"host-memory copies explain")
                 fix.update(transfers_at_bandwidth(ctx))
+            elif not fix:
+                # no bandwidth to measure (no message sizes): a job waiting on rings whose every
+                # intra-node hop is SHM waits on host memory, whatever its NICs carry
+                bound, _, exposed, _ = network_bound(ctx)
+                if bound:
+                    crosses = True
+                    bound_share = round(exposed, 3)
+                    items.append(f"the inter-node collectives, whose rings cross every host's intra-node hops, are exposed "
+                                 f"{exposed:.0%} of the median rank's time (the traces carry no message sizes to measure "
+                                 f"their bandwidth)")
         lost = ctx.lost_if_transfers("p2p:wide:" + ",".join(sorted(hosts)), fix) if fix else None
         every = hosts == job_hosts
         label = (next(iter(hosts)) if len(hosts) == 1 else "every host" if every else ", ".join(sorted(hosts)))
@@ -236,7 +251,18 @@ class P2PDisabled(Rule):
                                     "IOMMU/ACS settings, and that every process sees all GPUs of its node."),
                     details={"placement_differences": items, "affects_inter_node": crosses, "job_wide": every,
                              "intra_busbw_gbps": {h: round(v[0], 2) for h, v in sorted(slow.items())},
-                             "nvlink_reference_gbps": ref})
+                             "nvlink_reference_gbps": ref}
+                    | ({"exposed_inter_share": bound_share} if bound_share is not None else {}))
         if lost is None:
-            f.severity = "low"
+            # the setting is a fact; its cost is measured, or (network-bound through SHM hops) as
+            # likely as FAB001's network-bound reading it replaces, or unknown
+            f.severity = "medium" if bound_share is not None else "low"
         return [f]
+
+
+def _device_names(ctx: Context) -> list[str | None]:
+    """The GPU models the job's traces declare (``ranks.device_name``)."""
+    try:
+        return ctx.store.sql("SELECT DISTINCT device_name FROM ranks WHERE job = ?", [ctx.job])["device_name"].to_list()
+    except Exception:  # noqa: BLE001 - a store without the column
+        return []
