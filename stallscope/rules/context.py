@@ -242,6 +242,14 @@ class Context:
         g = self.d.ranks.group_by("host").agg(pl.len())
         return dict(zip(g["host"].to_list(), g["len"].to_list()))
 
+    @cached_property
+    def device_names(self) -> list[str | None]:
+        """The GPU models the job's traces declare (``ranks.device_name``, from ``deviceProperties``)."""
+        try:
+            return self.store.sql("SELECT DISTINCT device_name FROM ranks WHERE job = ?", [self.job])["device_name"].to_list()
+        except Exception:  # noqa: BLE001 - a store without the column
+            return []
+
     @property
     def gpus_per_host(self) -> int:
         """Ranks of the fullest host (1 when hosts are unknown): the GPUs that share a host's NICs."""

@@ -262,10 +262,7 @@ def nic_floor_factor(ctx: Context) -> float:
     (:data:`FAST_NIC_GPUS`, from the traces' ``deviceProperties``), else 1. A prior, not a
     measurement: it sizes what RDMA would have given where the logs prove NCCL never used it
     (FAB002), never the floor below which healthy-looking transfers count as a fault."""
-    try:
-        names = ctx.store.sql("SELECT DISTINCT device_name FROM ranks WHERE job = ?", [ctx.job])["device_name"].to_list()
-    except Exception:  # noqa: BLE001 - a store without the column
-        return 1.0
+    names = ctx.device_names
     if names and all(n and FAST_NIC_GPUS.search(n) for n in names):
         return FAST_NIC_FACTOR
     return 1.0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import polars as pl
-
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.locality._host_facts import host_lost, shm_hop_slows_inter
@@ -122,12 +120,12 @@ class P2PDisabled(Rule):
 
         shm = shm_share(ctx).get(host, 0.0)
         by_env = host in p2p_disabled_by_env(ctx)
-        if shm < 0.5 or not (by_env or nvlink_busbw(_device_names(ctx)) is not None):
+        if shm < 0.5 or not (by_env or nvlink_busbw(ctx.device_names) is not None):
             return []
         items = [(f"its NCCL log (the only one in the bundle) disables P2P (NCCL_P2P_DISABLE / NCCL_P2P_LEVEL) and {shm:.0%} of "
                   f"its intra-node connections go through shared memory (SHM)") if by_env else
                  (f"{shm:.0%} of the intra-node connections in its NCCL log (the only one in the bundle) go through shared "
-                  f"memory (SHM), on GPUs of an NVLink board ({_device_names(ctx)[0]}): P2P is off or unavailable there")]
+                  f"memory (SHM), on GPUs of an NVLink board ({ctx.device_names[0]}): P2P is off or unavailable there")]
         lost = None
         crosses = False
         if shm_hop_slows_inter(ctx, host):
@@ -167,7 +165,7 @@ class P2PDisabled(Rule):
         give (as for a lone log)."""
         from stallscope.rules.fabric._bandwidth import inter_far_below, network_bound, transfers_at_bandwidth
 
-        names = _device_names(ctx)
+        names = ctx.device_names
         ref = nvlink_busbw(names)
         measured = intra_busbw_per_host(ctx, MIN_BYTES) if ref else {}
         slow = {h: v for h, v in measured.items() if v[0] < SLOW_SHARE * ref} if ref else {}
@@ -227,8 +225,9 @@ class P2PDisabled(Rule):
         lost = ctx.lost_if_transfers("p2p:wide:" + ",".join(sorted(hosts)), fix) if fix else None
         every = hosts == job_hosts
         label = (next(iter(hosts)) if len(hosts) == 1 else "every host" if every else ", ".join(sorted(hosts)))
-        summary = (f"On {label}: {'; '.join(items)}. No host stands apart: the setting is "
-                   f"{'the job' if every else 'those hosts'}'s, not one machine's. "
+        apart = ("The job has one host: nothing to compare it with but what its GPUs' board gives. " if len(job_hosts) == 1
+                 else f"No host stands apart: the setting is {'the job' if every else 'those hosts'}'s, not one machine's. ")
+        summary = (f"On {label}: {'; '.join(items)}. {apart}"
                    + (f"At NVLink's (conservative) speed{' and the fabric' if crosses else ''}'s, the job would be "
                       f"{fmt_pct(lost)} shorter." if lost else "The traces do not show what it cost."))
         ev = [shm_evidence(ctx, None), p2p_env_evidence(ctx)] if hosts & logged else []
@@ -259,10 +258,3 @@ class P2PDisabled(Rule):
             f.severity = "medium" if bound_share is not None else "low"
         return [f]
 
-
-def _device_names(ctx: Context) -> list[str | None]:
-    """The GPU models the job's traces declare (``ranks.device_name``)."""
-    try:
-        return ctx.store.sql("SELECT DISTINCT device_name FROM ranks WHERE job = ?", [ctx.job])["device_name"].to_list()
-    except Exception:  # noqa: BLE001 - a store without the column
-        return []
