@@ -92,9 +92,9 @@ def intra_busbw_per_host(ctx: Context, min_bytes: int) -> dict[str, tuple[float,
     return {h: (float(bw), int(n)) for h, bw, n in per.iter_rows() if n >= MIN_INSTANCES}
 
 
-def intra_transfers_at(ctx: Context, hosts: set[str], gbps: float) -> dict[int, float]:
+def intra_transfers_at(ctx: Context, hosts: set[str], gbps: float, latency_ns: float) -> dict[int, float]:
     """Replay positions of the sized intra-node instances on ``hosts`` -> their transfer at ``gbps``
-    of bus bandwidth (never longer than measured)."""
+    of bus bandwidth after ``latency_ns`` (never longer than measured)."""
     pos_of, x = _replayable(ctx)
     if not pos_of:
         return {}
@@ -102,5 +102,5 @@ def intra_transfers_at(ctx: Context, hosts: set[str], gbps: float) -> dict[int, 
     out = {}
     for iid, b, f, t in x.select("instance_id", "bytes", "bus_factor", "transfer_ns").iter_rows():
         if int(iid) in pos_of and b:
-            out[pos_of[int(iid)]] = min(float(t), float(b) * float(f or 1.0) / gbps)  # bytes / (GB/s) = ns
+            out[pos_of[int(iid)]] = min(float(t), latency_ns + float(b) * float(f or 1.0) / gbps)  # bytes / (GB/s) = ns
     return out

@@ -34,6 +34,9 @@ NVLINK_BOARDS: tuple[tuple[re.Pattern[str], float], ...] = (
 PCIE = re.compile(r"\b(?:PCIe|NVL)\b", re.IGNORECASE)
 #: intra-node bus bandwidth under this share of the board's conservative figure is not NVLink
 SLOW_SHARE = 0.4
+#: what an intra-node collective takes before its bytes move (launch, handshake: nccl-tests'
+#: small-message times on 8 NVLink GPUs are 10-20 µs); a replay at NVLink speed keeps it
+LATENCY_NS = 10_000
 #: messages of this size and more are bandwidth-bound on NVLink (smaller ones pay latency that
 #: says nothing of the transport)
 MIN_BYTES = 16 << 20

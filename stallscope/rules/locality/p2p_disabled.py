@@ -6,7 +6,7 @@ from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.locality._host_facts import host_lost, shm_hop_slows_inter
 from stallscope.rules.locality._intra import intra_busbw_per_host, intra_transfers_at
-from stallscope.rules.locality._nvlink import MIN_BYTES, SLOW_SHARE, nvlink_busbw
+from stallscope.rules.locality._nvlink import LATENCY_NS, MIN_BYTES, SLOW_SHARE, nvlink_busbw
 from stallscope.rules.placement import (log_hosts, p2p_disabled_by_env, p2p_env_evidence, placement_differences, shm_evidence,
                                        shm_share)
 
@@ -48,7 +48,8 @@ class P2PDisabled(Rule):
         the what-if replay (the host's ranks like their peers, or its intra-node transfers at its
         peers' speed) when the traces show it. Job-wide: each host's intra-node bus bandwidth and
         GPU model (``collective_instances``, ``ranks``); the cost replays those transfers at the
-        board's conservative NVLink bandwidth (about half of nccl-tests', so a lower bound when
+        board's conservative NVLink bandwidth after 10 µs of start-up (about half of nccl-tests'
+        bandwidth, so a lower bound when
         ranks wait on them in line), plus, when the logs put every ring's intra-node hops on SHM
         and the inter-node collectives collapse to SHM speed, those at what the fabric should give.
 
@@ -201,7 +202,7 @@ class P2PDisabled(Rule):
                 items.append("NCCL's logs show P2P connections: the P2P path itself (NVLink down, PCIe P2P) is slow")
         fix: dict[int, float] = {}
         if slow:
-            fix.update(intra_transfers_at(ctx, set(slow), ref))
+            fix.update(intra_transfers_at(ctx, set(slow), ref, LATENCY_NS))
         crosses = False
         bound_share = None
         if logs_all_shm:
