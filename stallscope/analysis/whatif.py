@@ -689,7 +689,10 @@ def _like_peers_plan(tl: Timeline, cul_set: set[int]) -> tuple[np.ndarray, np.nd
                         schema={"pos": ch.schema["pos"], "sync": pl.Boolean})
     x = (ch.join(peer, on=["role", "step", "ordinal"], how="left").join(alike, on=like, how="left")
          .join(others, on="pos", how="left").join(sync, on="pos", how="left"))
-    role_has_peers = pl.col("rank").filter(~pl.col("cul")).n_unique().over("role") > 0
+    # a rank whose rows are all estimated (no trace) sets no pace: a role whose every measured
+    # rank is a culprit takes its pace from the other roles (seed 33000 #0007: a whole host's
+    # shard group, its fourth rank without a trace, replayed as if it had no peers: 0 % gained)
+    role_has_peers = pl.col("rank").filter(~pl.col("cul") & ~pl.col("absent")).n_unique().over("role") > 0
     ref = pl.coalesce(pl.col("peer"), pl.when(~role_has_peers).then(pl.col("alike")),
                       pl.when(pl.col("sync")).then(pl.col("mpeer")))
     x = x.with_columns(pl.when(pl.col("cul") & ref.is_not_null()).then(pl.min_horizontal(pl.col("gap"), ref))

@@ -502,3 +502,61 @@ def test_a_rank_without_a_trace_or_group_ranks_is_placed_by_elimination() -> Non
     assert _traceless_members(chan, widths, [3, 7]).equals(chan)
     one = _traceless_members(chan, widths.with_columns(pl.Series("group_size", [3, 4])), [7])
     assert one["_set"].to_list() == [[0, 1, 2], [4, 5, 6, 7]]
+
+
+def _hosts(*, slow_ns: int, n_hosts: int = 3, steps: int = 4, traceless: tuple[int, ...] = ()) -> tuple[pl.DataFrame, ...]:
+    """``n_hosts`` hosts of two ranks (HSDP-like: rank 2h and 2h+1 on host h): each step every
+    rank computes 10 ms (host 0's ranks ``slow_ns`` more: a slow host), all-reduces twice with
+    its host-mate (1 ms once both are there: the host's group is each rank's role), then with the
+    ranks of the same local index on every other host (3 ms), then 2 ms of optimizer. Channels name their ranks (``Process Group
+    Ranks``); the ranks in ``traceless`` left no trace."""
+    compute, local, cross, opt = 10 * MS, 1 * MS, 3 * MS, 2 * MS
+    world = 2 * n_hosts
+    groups = {"local": [(2 * h, 2 * h + 1) for h in range(n_hosts)],
+              "cross": [tuple(range(i, world, 2)) for i in range(2)]}
+    members, instances, windows = [], [], []
+    start = {r: 0 for r in range(world)}
+    iid = 0
+    for step in range(steps):
+        arrive = {r: start[r] + compute + (slow_ns if r < 2 else 0) for r in range(world)}
+        for kind, dur in (("local", local), ("local", local), ("cross", cross)):
+            ends: dict[int, int] = {}
+            for g, ranks in enumerate(groups[kind]):
+                end = max(arrive[r] for r in ranks) + dur
+                rows = [{"instance_id": iid, "rank": r, "step": step, "arrival_ns": arrive[r], "end_ns": end}
+                        for r in ranks if r not in traceless]
+                members += rows
+                instances.append({"instance_id": iid, "members": len(rows), "group_size": len(ranks), "op": "allreduce",
+                                  "scope": "intra" if kind == "local" else "inter", "bytes": 1 << 24, "bus_factor": 1.0,
+                                  "transfer_ns": end - max(m["arrival_ns"] for m in rows), "step": step,
+                                  "channel": f"pg:{kind}{g}:{','.join(map(str, ranks))}"})
+                ends.update({r: end for r in ranks})
+                iid += 1
+            arrive = ends
+        for r in range(world):
+            if r not in traceless:
+                windows.append({"rank": r, "start_ns": start[r], "end_ns": arrive[r] + opt})
+            start[r] = arrive[r] + opt
+    return (pl.DataFrame(members), pl.DataFrame(instances, schema_overrides={"group_size": pl.Int64}), pl.DataFrame(windows),
+            pl.DataFrame({"rank": [r for r in range(world) if r not in traceless],
+                          "host": [f"h{r // 2}" for r in range(world) if r not in traceless]}))
+
+
+def test_a_host_whose_only_peer_left_no_trace_replays_like_the_other_hosts() -> None:
+    """Host 0's ranks both compute 4 ms slower; rank 1 left no trace. Rank 0 behaving like its
+    peers: its own group's only other member has estimated rows only (they set no pace), so its
+    pace is that of the other hosts' groups at the same point of the step, and the host's what-if
+    gains what replaying both ranks gains in the complete recording (seed 33000 #0007: a whole
+    host's shard group, one rank without a trace, replayed for 0 %)."""
+    from stallscope.analysis.whatif import culprits_like_median_peer
+
+    full = build_timeline(*_hosts(slow_ns=4 * MS))
+    assert full is not None
+    truth = culprits_like_median_peer(full, [0, 1])
+    assert truth == pytest.approx(4 * 4 * MS / full.makespan, rel=0.05)
+    members, instances, windows, hosts = _hosts(slow_ns=4 * MS, traceless=(1,))
+    gone = build_timeline(members, instances, windows, hosts, world=6)
+    assert gone is not None and 1 in gone.ranks.tolist()
+    assert culprits_like_median_peer(gone, [0]) == pytest.approx(truth, rel=0.05)
+    calm = build_timeline(*_hosts(slow_ns=0, traceless=(1,)), world=6)
+    assert calm is not None and culprits_like_median_peer(calm, [0]) == pytest.approx(0.0, abs=1e-6)

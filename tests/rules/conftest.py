@@ -77,6 +77,13 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # still waits for the other), together they explain the step
     "intermittent_pair": ("intermittent_straggler", 53, dict(logs="none", severity="moderate", parallelism="tp_dp",
                                                              nodes=3, steps=2)),
+    # seed 33000 #0135: GC pauses on two ranks of one tensor-parallel host, late in turns (rank 9
+    # in four steps, rank 10 in three): the host's replay beat either rank alone, while both
+    # together, the only origins of its lateness, recover as much
+    "intermittent_two_tp": ("intermittent_straggler", 3300099135, dict(
+        nodes=6, gpus=4, steps=8, parallelism="tp_dp", severity="subtle", noise="low", nccl_version="2.20.5",
+        torch_variant="kineto_2025", metadata=True, seq=True, naming="rank", gzip=False, archive="dir", logs="some",
+        log_style="debug_file", detail="lean", clock_offset_ms=5.0, red_herrings=True, culprit_rank=9, culprit_host=2)),
     "jitter": ("jitter_amplification", 21, dict(logs="none", severity="moderate", steps=8)),
     # jitter in a TP+DP job: the groups' medians vary from step to step too; within-group medians
     # alone leave that variation (3-4 % here, under the noise floor)

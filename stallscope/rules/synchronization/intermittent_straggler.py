@@ -52,9 +52,14 @@ class IntermittentStraggler(Rule):
         mech = mechanism(ctx, chosen)
         rs = ranks_text(chosen)
         in_ = ", ".join(map(str, chosen))
-        summary = (f"Rank{'s' if len(chosen) > 1 else ''} {rs} on {', '.join(hosts)} held the other ranks up in "
-                   f"{len(steps)} of {ctx.n_steps} steps (steps {', '.join(map(str, steps[:10]))}) and behaved normally in the "
-                   f"others. Replaying those steps with the rank behaving like its median peer saves {fmt_pct(lost)} of the job.")
+        many = len(chosen) > 1
+        per_step = ctx.late_sets.per_step
+        own = "".join(f"; rank {r} in {', '.join(str(st) for st in sorted(per_step) if r in per_step[st])}"
+                      for r in chosen) if many else ""
+        summary = (f"Rank{'s' if many else ''} {rs} on {', '.join(hosts)} held the other ranks up in "
+                   f"{len(steps)} of {ctx.n_steps} steps (steps {', '.join(map(str, steps[:10]))}{own}) and behaved normally in "
+                   f"the others. Replaying those steps with {'these ranks' if many else 'the rank'} behaving like "
+                   f"{'their' if many else 'its'} median peer saves {fmt_pct(lost)} of the job.")
         ev = [
             Evidence("per-step breakdown of the rank: the late steps stand out",
                      f"SELECT step, rank, round(step_ns / 1e6, 2) AS step_ms, round(compute_ns / 1e6, 2) AS compute_ms, "
