@@ -690,8 +690,8 @@ def _like_peers_plan(tl: Timeline, cul_set: set[int]) -> tuple[np.ndarray, np.nd
     x = (ch.join(peer, on=["role", "step", "ordinal"], how="left").join(alike, on=like, how="left")
          .join(others, on="pos", how="left").join(sync, on="pos", how="left"))
     # a rank whose rows are all estimated (no trace) sets no pace: a role whose every measured
-    # rank is a culprit takes its pace from the other roles (seed 33000 #0007: a whole host's
-    # shard group, its fourth rank without a trace, replayed as if it had no peers: 0 % gained)
+    # rank is a culprit takes its pace from the other roles (found on seed 33000 #0007: a whole
+    # host's shard group with its fourth rank without a trace had no peer at all)
     role_has_peers = pl.col("rank").filter(~pl.col("cul") & ~pl.col("absent")).n_unique().over("role") > 0
     ref = pl.coalesce(pl.col("peer"), pl.when(~role_has_peers).then(pl.col("alike")),
                       pl.when(pl.col("sync")).then(pl.col("mpeer")))

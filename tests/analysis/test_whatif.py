@@ -546,8 +546,8 @@ def test_a_host_whose_only_peer_left_no_trace_replays_like_the_other_hosts() -> 
     """Host 0's ranks both compute 4 ms slower; rank 1 left no trace. Rank 0 behaving like its
     peers: its own group's only other member has estimated rows only (they set no pace), so its
     pace is that of the other hosts' groups at the same point of the step, and the host's what-if
-    gains what replaying both ranks gains in the complete recording (seed 33000 #0007: a whole
-    host's shard group, one rank without a trace, replayed for 0 %)."""
+    gains what replaying both ranks gains in the complete recording (before: 0 %; found on seed
+    33000 #0007, a whole host's shard group with one rank without a trace)."""
     from stallscope.analysis.whatif import culprits_like_median_peer
 
     full = build_timeline(*_hosts(slow_ns=4 * MS))
