@@ -54,8 +54,10 @@ class IntermittentStraggler(Rule):
         in_ = ", ".join(map(str, chosen))
         many = len(chosen) > 1
         per_step = ctx.late_sets.per_step
-        own = "".join(f"; rank {r} in {', '.join(str(st) for st in sorted(per_step) if r in per_step[st])}"
-                      for r in chosen) if many else ""
+        own = ""
+        for r in chosen if many else []:
+            mine = [st for st in sorted(per_step) if r in per_step[st]]
+            own += f"; rank {r} in {', '.join(map(str, mine[:10]))}{', …' if len(mine) > 10 else ''}"
         summary = (f"Rank{'s' if many else ''} {rs} on {', '.join(hosts)} held the other ranks up in "
                    f"{len(steps)} of {ctx.n_steps} steps (steps {', '.join(map(str, steps[:10]))}{own}) and behaved normally in "
                    f"the others. Replaying those steps with {'these ranks' if many else 'the rank'} behaving like "
