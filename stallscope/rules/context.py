@@ -37,6 +37,9 @@ LATE_SIGMAS = 5.0
 PERSISTENT_SHARE = 0.7
 #: persistent late ranks covering at least this share of one host's ranks (and no other rank) are that host's
 HOST_SHARE = 0.75
+#: a host is the culprit only when its ranks together recover at least this many times what the
+#: best set of ranks does (it also removes its other ranks' noise)
+HOST_OVER_RANKS = 1.25
 #: a rank's own work (compute, host stall, other idle: everything but waiting and communicating)
 #: grown by at least this share of the median step in a step is an origin of lateness there
 OWN_EXCESS_SHARE = 0.02
@@ -444,8 +447,11 @@ class Context:
         # (seed 33000 #0135: GC pauses on ranks 9 and 10 of a tensor-parallel host; the host's
         # replay, 5.8 %, beat either alone, 2.7 %, while both together recover as much)
         # (less those that add only a sliver of noise to the others' gain: seed 33000 #0056, a
-        # compute straggler under heavy noise, and two of its host-mates that were late once)
-        if host_origins and len(host_origins) <= 0.5 * len(host_ranks) and not host_origins <= set(chosen):
+        # compute straggler under heavy noise, and two of its host-mates that were late once).
+        # Only when the host would otherwise win: a straggler the host does not beat keeps its set
+        # (crosscheck n5_s1: rank 15's two DataLoader hiccups would join straggler 13)
+        if (host_origins and len(host_origins) <= 0.5 * len(host_ranks) and not host_origins <= set(chosen)
+                and host_lost >= HOST_OVER_RANKS * rank_lost):
             o, o_lost = self._essential(sorted(host_origins))
             alt.update(host_origins=o, host_origins_lost=o_lost)
             if o_lost > rank_lost and not set(o) <= set(chosen):
@@ -458,7 +464,7 @@ class Context:
         alt["host_persistent"] = host_persistent
         leads = self._host_leads(host_best) and self._host_late_together(host_best) if host_best is not None else False
         alt["host_leads"] = leads
-        if (host_best is not None and host_lost >= 1.25 * rank_lost and host_lost >= 0.01 and host_lost >= jit_bar and leads
+        if (host_best is not None and host_lost >= HOST_OVER_RANKS * rank_lost and host_lost >= 0.01 and host_lost >= jit_bar and leads
                 and not (minority and rank_lost >= 0.5 * host_lost) and not (inside and set(inside) <= set(chosen))):
             hranks = self.d.ranks_of(host_best)
             hsteps = self._late_steps(hranks)[0]
