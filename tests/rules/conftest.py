@@ -84,6 +84,13 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
         nodes=6, gpus=4, steps=8, parallelism="tp_dp", severity="subtle", noise="low", nccl_version="2.20.5",
         torch_variant="kineto_2025", metadata=True, seq=True, naming="rank", gzip=False, archive="dir", logs="some",
         log_style="debug_file", detail="lean", clock_offset_ms=5.0, red_herrings=True, culprit_rank=9, culprit_host=2)),
+    # seed 34000 #0014: GC pauses of ~25 ms on ranks 28 and 30 of one FSDP host in 5 of 10 steps, under
+    # heavy noise; the typical rank steady, so the jitter what-if's gain is noise (4.2 %) plus theirs (3.3 %)
+    "intermittent_pair_noisy": ("intermittent_straggler", 3400102014, dict(
+        nodes=8, gpus=4, steps=10, parallelism="fsdp", severity="subtle", noise="high", nccl_version="2.20.5",
+        torch_variant="kineto_2024", metadata=True, seq=False, naming="tensorboard", gzip=False, archive="dir", logs="none",
+        log_style="torchrun", detail="lean", clock_offset_ms=80.0, drift=True, red_herrings=True, graph_subsys=True,
+        culprit_rank=28, culprit_host=7)),
     "jitter": ("jitter_amplification", 21, dict(logs="none", severity="moderate", steps=8)),
     # jitter in a TP+DP job: the groups' medians vary from step to step too; within-group medians
     # alone leave that variation (3-4 % here, under the noise floor)
@@ -140,6 +147,13 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # are there (seed 21000 #0093, #0195); the healthy one spends a few percent there
     "socket_pipeline_unsized": ("socket_fallback", 101, dict(logs="none", parallelism="pipeline", severity="severe",
                                                             metadata=False, torch_variant="kineto_2022")),
+    # seed 34000 #0036: TCP sockets at 1.5 GB/s under a 4-stage pipeline, no sizes: its pairs take
+    # 39 % of the time once both sides are there, under the collectives' bar of a half
+    "socket_pipeline_moderate": ("socket_fallback", 3400102036, dict(
+        nodes=4, gpus=4, steps=6, parallelism="pipeline", severity="moderate", noise="low", nccl_version="2.19.3",
+        torch_variant="kineto_2024", metadata=False, seq=False, naming="tensorboard", gzip=True, archive="dir", logs="none",
+        log_style="debug_file", detail="lean", clock_offset_ms=80.0, red_herrings=False, graph_subsys=True,
+        culprit_rank=9, culprit_host=2)),
     "healthy_pipeline_unsized": ("healthy", 62, dict(logs="none", parallelism="pipeline", metadata=False,
                                                      torch_variant="kineto_2022")),
     # TCP sockets at 11 GB/s per host on H100s: above the 100 Gb/s floor (7); without logs, what

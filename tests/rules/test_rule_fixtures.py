@@ -40,6 +40,7 @@ EXPECTED: dict[str, set[str]] = {
     "healthy_pipeline": set(),
     "socket_pipeline_small": {"FAB001"},    # messages under 1 MiB, milliseconds beyond any latency
     "socket_pipeline_unsized": {"FAB001"},  # no sizes: network-bound by the pairs' time once both are there
+    "socket_pipeline_moderate": {"FAB001"},  # ... at 39 %: over a pipeline's bar of a quarter
     "healthy_pipeline_unsized": set(),
     # no logs: 11 GB/s per host is what one healthy 100 Gb/s NIC gives, H100 or not (see below), so
     # the bandwidth proves nothing; but the job is network-bound (55 % exposed inter-node time)
@@ -52,6 +53,7 @@ EXPECTED: dict[str, set[str]] = {
     "intermittent": {"SYN002"},
     "intermittent_pair": {"SYN002"},
     "intermittent_two_tp": {"SYN002"},
+    "intermittent_pair_noisy": {"SYN002"},  # the typical rank steady: the pair need explain only what is above noise
     "oneoff_hsdp": {"SYN002"},  # a queued all-gather starting 3 µs before its predecessor ends
     "held_up_pipeline": {"SYN004"},
     "absorbed_pipeline": {"SYN004"},  # late in one step of six, yet its own work exceeds its peers' in every one  # the slow rank alone: its replica's last stage was held up by it
@@ -152,7 +154,7 @@ def test_every_rule_has_a_firing_fixture() -> None:
     assert covered == set(RULES)
 
 
-@pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "intermittent_pair", "intermittent_two_tp", "degraded_logs", "degraded_manifest", "degraded_2hosts", "degraded_2hosts_graph", "degraded_onelog", "p2p_logs", "p2p_lone_log",
+@pytest.mark.parametrize("name", ["compute", "compute_tp", "hoststall", "intermittent", "intermittent_pair", "intermittent_two_tp", "intermittent_pair_noisy", "degraded_logs", "degraded_manifest", "degraded_2hosts", "degraded_2hosts_graph", "degraded_onelog", "p2p_logs", "p2p_lone_log",
                                   "p2p_job_logs", "p2p_job_nologs", "p2p_one_node", "xsock_nologs", "truncated_straggler", "missing_straggler", "missing_p2p", "straggler_slight_nic",
                                   "straggler_fast_rails"])
 def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
@@ -165,7 +167,7 @@ def test_culprits_match_the_truth(jobs: Any, name: str) -> None:
     assert top["hosts"] == sorted({ours[r] for r in j.truth["culprit_ranks"]})
 
 
-@pytest.mark.parametrize("name", ["compute", "hoststall", "intermittent", "intermittent_pair", "intermittent_two_tp", "p2p_nologs", "degraded_manifest",
+@pytest.mark.parametrize("name", ["compute", "hoststall", "intermittent", "intermittent_pair", "intermittent_two_tp", "intermittent_pair_noisy", "p2p_nologs", "degraded_manifest",
                                   "degraded_partial_graph", "truncated_straggler", "missing_straggler", "missing_p2p",
                                   "straggler_slight_nic", "straggler_fast_rails"])
 def test_lost_time_tracks_the_physics(jobs: Any, name: str) -> None:
@@ -390,6 +392,21 @@ def test_unsized_pipeline_network_bound_by_pair_time(jobs: Any) -> None:
     assert f["severity"] == "medium" and "point-to-point" in f["summary"]
     ok, _, exposed, _ = network_bound(jobs["healthy_pipeline_unsized"].ctx)
     assert not ok and exposed < 0.2
+
+
+def test_pipeline_network_bound_at_a_quarter(jobs: Any) -> None:
+    """A pipeline's activations are small beside its compute: healthy pipelines move them in a
+    few percent of their time, so pairs that take a quarter of it once both sides are there make
+    the pipeline network-bound, though collectives would need half (TCP sockets at 1.5 GB/s)."""
+    from stallscope.rules.fabric._bandwidth import NETWORK_BOUND_SHARE, P2P_BOUND_SHARE, network_bound
+
+    ok, _, exposed, sized = network_bound(jobs["socket_pipeline_moderate"].ctx)
+    assert ok and not sized and P2P_BOUND_SHARE <= exposed < NETWORK_BOUND_SHARE
+    f = jobs["socket_pipeline_moderate"].fired()["FAB001"]
+    assert f["severity"] == "medium" and f["details"]["threshold"] == P2P_BOUND_SHARE
+    assert "transfers take" in f["title"] and "point-to-point" in f["summary"]
+    for name in ("healthy_pipeline", "healthy_pipeline_unsized"):
+        assert network_bound(jobs[name].ctx)[2] < P2P_BOUND_SHARE / 2, name
 
 
 def test_hosts_late_in_turn_are_not_a_slow_host(jobs: Any) -> None:
