@@ -84,6 +84,13 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
         nodes=6, gpus=4, steps=8, parallelism="tp_dp", severity="subtle", noise="low", nccl_version="2.20.5",
         torch_variant="kineto_2025", metadata=True, seq=True, naming="rank", gzip=False, archive="dir", logs="some",
         log_style="debug_file", detail="lean", clock_offset_ms=5.0, red_herrings=True, culprit_rank=9, culprit_host=2)),
+    # seed 34000 #0122: a subtle compute straggler (rank 6) of an HSDP host under heavy noise; its
+    # host-mate 7's own work grew a little too, and the host's replay gains 12.8 % (2.4 % planted)
+    "compute_inside_noisy": ("compute_straggler", 3400102122, dict(
+        nodes=4, gpus=4, steps=4, parallelism="hsdp", severity="subtle", noise="high", nccl_version="2.10.3",
+        torch_variant="kineto_2022", metadata=False, seq=False, naming="arbitrary", gzip=False, archive="dir", logs="none",
+        log_style="debug_file", detail="lean", clock_offset_ms=30.0, drift=False, red_herrings=True, graph_subsys=False,
+        culprit_rank=6, culprit_host=1)),
     # seed 34000 #0014: GC pauses of ~25 ms on ranks 28 and 30 of one FSDP host in 5 of 10 steps, under
     # heavy noise; the typical rank steady, so the jitter what-if's gain is noise (4.2 %) plus theirs (3.3 %)
     "intermittent_pair_noisy": ("intermittent_straggler", 3400102014, dict(
