@@ -124,9 +124,10 @@ def variation_sources(b: pl.DataFrame) -> tuple[float, float]:
 #: jitter needs the typical rank to vary: its host-side time (the GPU idle, waiting on its CPU)
 #: changing from step to step by at least this share of a step (robust spread across ranks, see
 #: :func:`typical_spread`), or its compute time by ``TYPICAL_COMPUTE_JITTER``. A well-fed GPU's
-#: host-side time barely moves in a healthy job (our generator's healthy jobs: at most 0.25 %,
-#: an independent simulator's with garbage-collection pauses, DataLoader hiccups and 35
-#: collectives per step: at most 0.24 %); jitter faults of every simulator move it by 0.46-9 %.
+#: host-side time barely moves in a healthy job (our generator's 110 healthy and imbalanced jobs
+#: of seeds 31000-34000: at most 0.34 %; an independent simulator's with garbage-collection
+#: pauses, DataLoader hiccups and 35 collectives per step: at most 0.29 %); jitter faults of every
+#: simulator move it by 0.54-12 % (our generator's 37 of those seeds: from 0.54 %; noisy_sim's 1.2-1.5 %).
 TYPICAL_HOST_JITTER = NOISE_SIGMA / 4
 #: ... or the compute time by this much (kernel-time noise of healthy jobs: at most 1.7 %)
 TYPICAL_COMPUTE_JITTER = 1.5 * NOISE_SIGMA
