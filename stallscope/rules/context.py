@@ -383,6 +383,25 @@ class Context:
         return noise_floor(self.d.ranks.height) * (1.0 if host_driven else COMPUTE_NOISE_FLOORS)
 
     @cached_property
+    def jitter_bar(self) -> float:
+        """The jitter what-if gain a jitter finding needs: :attr:`jitter_floor`, divided by how many
+        times the typical rank's step-to-step variation exceeds the most a healthy job's does
+        (:func:`typical_spread` of its host-side time over ``TYPICAL_HOST_JITTER``, of its compute
+        over ``TYPICAL_COMPUTE_JITTER``, whichever is more; at most the floor itself).
+
+        The floor is what synchronizing this many ranks costs when their noise is a healthy
+        cluster's. A typical rank that varies k times more than any healthy one has noise of which
+        at most 1/k is the healthy kind, so at most 1/k of the floor is noise every job pays; the
+        rest of the waiting is the jitter's. Small jitter on a big job otherwise read as healthy:
+        seed 35000's #0139 (64 ranks, typical host-side time 2.2x the bar: replay gains 3.8 %
+        against a floor of 4.6 %, planted 4.9 %), #0175, #0184 and #0007, seed 34000's #0098;
+        the healthy and imbalanced jobs of seeds 34000 and 35000 (76) stay under the bar or do not
+        vary."""
+        host, compute = self.typical_spreads
+        beyond = max(host / TYPICAL_HOST_JITTER, compute / TYPICAL_COMPUTE_JITTER, 1.0)
+        return self.jitter_floor / beyond
+
+    @cached_property
     def sync_verdict(self) -> SyncVerdict:
         """Decide between stragglers, a slow host and jitter by how much each explanation's
         what-if recovers (see the module doc of :mod:`stallscope.rules.synchronization`)."""

@@ -98,6 +98,14 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
         torch_variant="kineto_2024", metadata=True, seq=False, naming="tensorboard", gzip=False, archive="dir", logs="none",
         log_style="torchrun", detail="lean", clock_offset_ms=80.0, drift=True, red_herrings=True, graph_subsys=True,
         culprit_rank=28, culprit_host=7)),
+    # seed 35000 #0007: subtle jitter on 8 FSDP ranks; its replay gains 1.9 % (2.6 % planted), under
+    # the noise floor of 8 ranks (3.3 %), while the typical rank's host-side time varies twice as much
+    # as any healthy job's: the floor's healthy share is half of it
+    "jitter_subtle": ("jitter_amplification", 3500105007, dict(
+        nodes=2, gpus=4, steps=8, parallelism="fsdp", severity="subtle", noise="low", nccl_version="2.24.3",
+        torch_variant="kineto_2025", metadata=True, seq=True, naming="arbitrary", gzip=True, archive="dir", logs="none",
+        log_style="debug_file", detail="full", clock_offset_ms=0.0, drift=False, red_herrings=True, graph_subsys=True,
+        culprit_rank=2, culprit_host=0)),
     "jitter": ("jitter_amplification", 21, dict(logs="none", severity="moderate", steps=8)),
     # jitter in a TP+DP job: the groups' medians vary from step to step too; within-group medians
     # alone leave that variation (3-4 % here, under the noise floor)

@@ -59,6 +59,7 @@ EXPECTED: dict[str, set[str]] = {
     "held_up_pipeline": {"SYN004"},
     "absorbed_pipeline": {"SYN004"},  # late in one step of six, yet its own work exceeds its peers' in every one  # the slow rank alone: its replica's last stage was held up by it
     "jitter": {"SYN003"},
+    "jitter_subtle": {"SYN003"},
     "jitter_tp": {"SYN003"},
     "hoststall": {"SYN004"},
     "xsock_nologs": {"LOC001"},
@@ -293,6 +294,22 @@ def test_jitter_between_groups_counts_but_imbalance_does_not(jobs: Any) -> None:
     for name in ("imbalanced", "healthy_tp"):
         ctx = jobs[name].ctx
         assert (ctx.lost_to_jitter(across_groups=True) or 0.0) < noise_floor(ctx.d.ranks.height), name
+
+
+def test_jitter_beyond_healthy_variation_needs_less_than_the_floor(jobs: Any) -> None:
+    """Subtle jitter on 8 ranks: its replay gains less than the noise floor of 8 ranks, but the
+    typical rank varies far more than a healthy one's, so only part of the floor is healthy noise
+    (the bar is the floor over that excess) and the jitter is reported. Jobs whose typical rank
+    does not vary keep the whole floor."""
+    ctx = jobs["jitter_subtle"].ctx
+    v = ctx.sync_verdict
+    assert v.kind == "jitter" and ctx.typical_varies
+    assert ctx.jitter_bar < v.lost < ctx.jitter_floor
+    top = jobs["jitter_subtle"].doc["findings"][0]
+    assert top["rule"] == "SYN003" and top["details"]["noise_bar"] < top["details"]["noise_floor"]
+    for name in ("healthy", "imbalanced", "healthy_tp"):
+        c = jobs[name].ctx
+        assert not c.typical_varies and c.jitter_bar == c.jitter_floor, name
 
 
 def test_gpu_model_sizes_a_proven_fallback_not_the_floor(jobs: Any) -> None:

@@ -47,12 +47,17 @@ class JitterAmplification(Rule):
 
         And the typical rank must vary from step to step (``TYPICAL_HOST_JITTER``: its host-side
         time by 0.4 % of a step, robust spread across ranks of each rank's change from one step to
-        the next, which reads the same noise alike over 2 or 50 steps; or its compute time by 2.4 %). The what-if gain alone does not say it: a healthy
-        job that synchronizes 35 times a step pays its kernel-time noise at each, and rare pauses
-        (a garbage collection on some rank in some steps) cost it a few percent more, so the
-        replay recovers 9-25 % from a job nothing is wrong with. Jitter that amplifies is paid by
-        every rank, every step: it moves the typical rank, which pauses on a few and per-collective
-        noise do not.
+        the next, which reads the same noise alike over 2 or 50 steps; or its compute time by
+        2.4 %). The what-if gain alone does not say it: a healthy job that synchronizes 35 times a
+        step pays its kernel-time noise at each, and rare pauses (a garbage collection on some rank
+        in some steps) cost it a few percent more, so the replay recovers 9-25 % from a job nothing
+        is wrong with. Jitter that amplifies is paid by every rank, every step: it moves the
+        typical rank, which pauses on a few and per-collective noise do not.
+
+        A typical rank that varies k times the bar has at most 1/k of its noise of the healthy
+        kind, so the noise floor above is divided by k (``Context.jitter_bar``): small jitter on a
+        big job (64 ranks, typical host-side time 2.2 times the bar, replay 3.8 % against a floor
+        of 4.6 %) is still jitter.
     """
 
     code = "SYN003"
@@ -66,7 +71,7 @@ class JitterAmplification(Rule):
         if v.kind != "jitter" or n < 3 or ctx.n_steps < 2:
             return []
         lost = v.lost
-        if lost < max(MIN_LOST, ctx.jitter_floor):
+        if lost < max(MIN_LOST, ctx.jitter_bar):
             return []
         if not ctx.typical_varies:
             return []
@@ -96,4 +101,5 @@ class JitterAmplification(Rule):
                         details={"distinct_late_ranks": ls.distinct, "max_last_share": round(last_top, 3),
                                  "median_sync_wait_frac": round(wait_med, 4), "compute_spread": round(c_var, 4),
                                  "host_stall_spread": round(h_var, 4), "typical_host_stall_spread": round(typ_h, 4),
-                                 "typical_compute_spread": round(typ_c, 4)})]
+                                 "typical_compute_spread": round(typ_c, 4),
+                                 "noise_floor": round(ctx.jitter_floor, 4), "noise_bar": round(ctx.jitter_bar, 4)})]
