@@ -54,10 +54,11 @@ class JitterAmplification(Rule):
         is wrong with. Jitter that amplifies is paid by every rank, every step: it moves the
         typical rank, which pauses on a few and per-collective noise do not.
 
-        A typical rank that varies k times the bar has at most 1/k of its noise of the healthy
-        kind, so the noise floor above is divided by k (``Context.jitter_bar``): small jitter on a
-        big job (64 ranks, typical host-side time 2.2 times the bar, replay 3.8 % against a floor
-        of 4.6 %) is still jitter.
+        A typical rank that varies k times the bar (and, for its host-side time, k times a
+        millisecond: host noise comes in absolute time, a larger share of short steps) has at
+        most 1/k of its noise of the healthy kind, so the noise floor above is divided by k
+        (``Context.jitter_bar``): small jitter on a big job (64 ranks, typical host-side time 2.2
+        times the bar and 1.5 ms, replay 3.8 % against a floor of 4.6 %) is still jitter.
     """
 
     code = "SYN003"
