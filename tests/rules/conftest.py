@@ -398,6 +398,9 @@ class Jobs:
             elif name == "p2p_lone_log":
                 self._jobs[name] = _generated(name, d, _keep_only_culprit_logs, like="p2p_logs", seed=80, parallelism="ddp",
                                               nodes=3, gpus=8, archive="dir", metadata=True, torch_variant="kineto_2024")
+            elif name == "xsock_ownlog":
+                self._jobs[name] = _generated(name, d, _keep_only_culprit_logs, like="xsock_logs", archive="dir", nodes=3,
+                                              severity="severe")
             elif name == "xsock_2hosts_ownlog":
                 self._jobs[name] = _generated(name, d, _keep_only_culprit_logs, like="xsock_2hosts", logs="all", archive="dir")
             elif name == "mixed_runs":

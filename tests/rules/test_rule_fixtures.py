@@ -74,6 +74,7 @@ EXPECTED: dict[str, set[str]] = {
     # ... with only the culprit's log: nothing to compare its paths with, so the traces decide; the
     # log adds (low) that its inter-node connections lack GPUDirect RDMA (seed 22000 #0025)
     "xsock_2hosts_ownlog": {"LOC004", "FAB003"},
+    "xsock_ownlog": {"LOC004", "FAB003"},
     # late host in a network-bound job: the placement finding absorbs the unmeasured FAB001
     "xsock_bound": {"LOC001"},
     "p2p_nologs": {"LOC002"},
@@ -503,6 +504,18 @@ def test_two_hosts_cross_socket_is_reported_unmeasured(jobs: Any) -> None:
         assert host_apart_by_stall(jobs[name].ctx) is None, name
     own = jobs["xsock_2hosts_ownlog"].doc["findings"][0]
     assert own["rule"] == "LOC004" and own["hosts"] == j.truth["culprit_hosts"] and "only NCCL log" in own["summary"]
+
+
+def test_apart_host_with_the_only_log_is_measured_against_its_own_graph(jobs: Any) -> None:
+    """Three hosts, and only the cross-socket host's NCCL log: no peer's log to compare its paths
+    with, and without it the expectation would fall to the floor any RDMA NIC reaches. Its own
+    graph search says what its NICs carry (a path across the sockets only lowers that), so the
+    collapse is measured against it and the host's placement, not the fabric, is the answer."""
+    j = jobs["xsock_ownlog"]
+    f = j.doc["findings"][0]
+    assert f["rule"] == "LOC004" and f["hosts"] == j.truth["culprit_hosts"]
+    assert "own NICs" in f["summary"] and f["lost_time_fraction"] >= 0.1
+    assert "FAB001" not in j.fired()
 
 
 def test_one_hosts_graph_search_sets_the_expectation(jobs: Any) -> None:

@@ -85,7 +85,7 @@ class CrossSocketNic(Rule):
         """A host without its own NCCL log (or whose log is the only one) that stands apart by
         host-side stalls while the job's inter-node bandwidth collapsed (two hosts: whatever the
         bandwidth, :meth:`_unmeasured`)."""
-        from stallscope.rules.fabric._bandwidth import inter_far_below
+        from stallscope.rules.fabric._bandwidth import FLOOR_BASES, inter_far_below
 
         apart = host_apart_by_stall(ctx)
         if apart is None:
@@ -94,11 +94,19 @@ class CrossSocketNic(Rule):
         if host in log_hosts(ctx) and len(log_hosts(ctx)) >= 2:
             return []  # its log and a peer's are there: the log path decides
         far, _, host_bw, expected, basis = inter_far_below(ctx, without=host)
+        whose = "the other hosts'"
+        if not far and basis in FLOOR_BASES and host in log_hosts(ctx):
+            # the host's log is the only one: what its own NICs carry (NCCL's graph, its port rates)
+            # is the bundle's one word on this fabric's NICs, and a path across the sockets only
+            # lowers what the graph promises (seed 35000 #0199: 43 GB/s per host against the 82 of
+            # its graph, its peers' traffic through it at half speed)
+            far, _, host_bw, expected, basis = inter_far_below(ctx)
+            whose = f"{host}'s own"
         lost = host_lost(ctx, host, intra=False, inter=True) if far else None
         if lost is None or lost < 0.01:
             return self._unmeasured(ctx, host, stall_frac) if len(ctx.d.hosts) == 2 else []
-        why = {"nccl_graph": "what NCCL's topology search gives the other hosts' NICs", "nic_rate": "the other hosts' port rates",
-               "nic_count": "the RDMA NICs the other hosts' logs list", "reference": "any RDMA fabric"}[basis]
+        why = {"nccl_graph": f"what NCCL's topology search gives {whose} NICs", "nic_rate": f"{whose} port rates",
+               "nic_count": f"the RDMA NICs {whose} logs list", "reference": "any RDMA fabric"}[basis]
         summary = (f"Every rank of {host} stalls on the CPU side for at least {stall_frac:.0%} of the step, several times more "
                    f"than the ranks of every other host, while inter-node collectives reach {host_bw:.1f} GB/s per host, far below "
                    f"{why} (~{expected:.0f} GB/s). A placement problem of {host} — its processes on the far NUMA node, its NIC "
