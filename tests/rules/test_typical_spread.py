@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from stallscope.rules.context import TYPICAL_HOST_JITTER, typical_spread
+from stallscope.rules.context import TYPICAL_HOST_JITTER, Context, typical_spread
 
 
 def _steps(host_stall: list[list[int]], static: list[int] | None = None) -> pl.DataFrame:
@@ -35,3 +35,30 @@ def test_every_rank_varying_every_step_is_jitter() -> None:
 
 def test_too_few_steps() -> None:
     assert typical_spread(_steps([[0, 50, 10]]), "host_stall_ns") == 0.0
+
+
+def _ctx(host: float, compute: float, step_ms: float, floor: float = 0.04) -> Context:
+    """A Context with only what typical_varies and jitter_bar read."""
+    ctx = Context.__new__(Context)
+    ctx.__dict__.update(typical_spreads=(host, compute), step_ms=step_ms, jitter_floor=floor)
+    return ctx
+
+
+def test_host_noise_is_absolute_time() -> None:
+    # 0.54 % of a 103 ms step is 0.56 ms: a healthy host's DataLoader under heavy noise
+    assert not _ctx(0.0054, 0.004, 103.0).typical_varies
+    # 0.55 % of a 320 ms step is 1.8 ms: jitter
+    assert _ctx(0.0055, 0.001, 320.0).typical_varies
+    # short steps: 1.55 % of 20 ms (0.31 ms) is twice the bar and more
+    assert _ctx(0.0155, 0.008, 20.0).typical_varies
+    # compute varying by its own bar needs no absolute length
+    assert _ctx(0.0, 0.03, 20.0).typical_varies
+
+
+def test_jitter_bar_shrinks_with_variation_beyond_healthy() -> None:
+    # typical host-side time at 2x the bar and 2.3 ms: half the floor is healthy noise
+    assert abs(_ctx(0.008, 0.001, 286.0).jitter_bar - 0.02) < 1e-9
+    # 2.2 % of a 23 ms step is 0.5 ms: no more than healthy, the whole floor
+    assert _ctx(0.022, 0.002, 23.0).jitter_bar == 0.04
+    # steady typical rank: the whole floor
+    assert _ctx(0.001, 0.001, 200.0).jitter_bar == 0.04
