@@ -403,8 +403,8 @@ class Context:
         seed 35000's #0139 (64 ranks, typical host-side time 2.2x the bar, 1.5 ms: replay gains
         3.8 % against a floor of 4.6 %, planted 4.9 %), #0175, #0184 and #0007. Host-side noise
         (Python, the input queue, OS ticks) comes in absolute time, so a job of short steps
-        varies by a larger share of them: an independent simulator's healthy 20 ms steps with a
-        1-2.5 ms DataLoader read 2.2 % (0.44 ms) and keep the whole floor; healthy and imbalanced
+        varies by a larger share of them: an independent simulator's healthy 23 ms steps with a
+        1-2.5 ms DataLoader read 2.2 % (0.5 ms) and keep the whole floor; healthy and imbalanced
         jobs of seeds 34000 and 35000 vary by at most 0.57 ms, jitter faults from 0.71 ms."""
         host, compute = self.typical_spreads
         host_beyond = min(host / TYPICAL_HOST_JITTER, host * self.step_ms * 1e6 / TYPICAL_HOST_JITTER_NS)
