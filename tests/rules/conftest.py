@@ -179,6 +179,22 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # middle of the bracket ranks the proven socket fallback above the straggler
     "socket_fast_two": ("two_faults", 64, dict(logs="all", primary="socket_fallback", secondary="host_stall_straggler",
                                                gpu="H100", severity="moderate", nodes=4)),
+    # seed 36000 #0188: DDP on 4 A100 hosts, NCCL_NET=Socket moving 20 GB/s per host (logs from 3 of
+    # 4 hosts) and a 3 % host-stall straggler: TCP beat one 100 Gb/s NIC, so RDMA over those NICs is
+    # bracketed from the sockets' own speed (the floor NIC gave the fallback 0.6 %, under the straggler)
+    "socket_beats_floor": ("two_faults", 3600108188, dict(
+        nodes=4, gpus=4, steps=10, parallelism="ddp", severity="moderate", noise="medium", nccl_version="2.21.5",
+        torch_variant="kineto_2025", metadata=True, seq=True, naming="arbitrary", gzip=True, archive="dir", logs="some",
+        log_style="torchrun", detail="lean", clock_offset_ms=80.0, drift=False, red_herrings=True, graph_subsys=False,
+        culprit_rank=6, culprit_host=1, primary="socket_fallback", secondary="host_stall_straggler")),
+    # seed 36000 #0020: DDP on 6 hosts, 2 steps, node-03's NIC failing transfers (20 WARNs in its log;
+    # 26 % lost) under a 4 % intermittent straggler pair: every ring crosses node-03, so the traces
+    # cannot measure the link; its replay at twice the inter-node speed orders it first
+    "degraded_warned_two": ("two_faults", 3600108020, dict(
+        nodes=6, gpus=4, steps=2, parallelism="ddp", severity="moderate", noise="medium", nccl_version="2.17.1",
+        torch_variant="kineto_2024", metadata=True, seq=False, naming="rank", gzip=True, archive="dir", logs="all",
+        log_style="debug_file", detail="lean", clock_offset_ms=80.0, drift=False, red_herrings=True, graph_subsys=False,
+        drop=1, culprit_rank=12, culprit_host=3, primary="degraded_nic", secondary="intermittent_straggler")),
     # no logs, no message sizes: no bandwidth to measure, only the exposed inter-node time
     "socket_unsized": ("socket_fallback", 65, dict(logs="none", metadata=False, torch_variant="kineto_2022", severity="severe")),
     "healthy_unsized": ("healthy", 66, dict(logs="none", metadata=False, torch_variant="kineto_2022", parallelism="ddp")),

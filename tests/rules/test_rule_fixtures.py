@@ -46,6 +46,8 @@ EXPECTED: dict[str, set[str]] = {
     # the bandwidth proves nothing; but the job is network-bound (55 % exposed inter-node time)
     "socket_h100": {"FAB001"},
     "socket_fast_two": {"FAB002", "SYN004"},  # two planted faults, both reported
+    "socket_beats_floor": {"FAB002", "SYN004"},
+    "degraded_warned_two": {"FAB004", "SYN004"},
     "socket_unsized": {"FAB001"},    # no sizes, no logs: network-bound by the exposed inter-node time
     "healthy_unsized": set(),
     "compute": {"SYN001"},
@@ -229,6 +231,34 @@ def test_certain_cause_without_message_sizes_leads(jobs: Any) -> None:
     assert first["rule"] == "FAB002" and first["severity"] == "medium" and first["lost_time_fraction"] is None
     assert "no message sizes" in first["summary"] and "twice as fast" in first["summary"]
     assert first["details"]["lost_time_fraction_at_2x"] > 0.03
+
+
+def test_sockets_faster_than_the_floor_nic_raise_the_bracket(jobs: Any) -> None:
+    """TCP at 20 GB/s per A100 host is above one 100 Gb/s NIC: RDMA over the NICs that carried it
+    is no slower, so the bracket starts at the sockets' own speed and the proven fallback (19 %
+    planted) leads the 3 % straggler; at the floor NIC it read 0.6 % and came second."""
+    j = jobs["socket_beats_floor"]
+    first = next(f for f in j.doc["findings"] if f["cause"] != "input")
+    assert first["rule"] == "FAB002" and "as fast as these sockets" in first["summary"]
+    low, high = first["details"]["lost_time_fraction_one_nic_per_host"], first["details"]["lost_time_fraction_rail_optimized"]
+    assert low < 0.02 and low <= first["lost_time_fraction"] <= high
+    truth = next(f for f in j.truth["faults"] if f["kind"] == "socket_fallback")["lost_time_fraction"]
+    assert low <= truth <= high
+    assert j.fired()["SYN004"]["lost_time_fraction"] < first["lost_time_fraction"]
+
+
+def test_an_unmeasured_failing_link_ranks_by_its_replay_at_twice_the_speed(jobs: Any) -> None:
+    """Every ring crosses the host whose NIC fails transfers, so no peer comparison measures it:
+    FAB004 is medium for its hardware errors and gives the replay with inter-node transfers twice
+    as fast, which orders it before the measured 4 % straggler pair (without it, it came second)."""
+    j = jobs["degraded_warned_two"]
+    first = next(f for f in j.doc["findings"] if f["cause"] != "input")
+    planted = next(f for f in j.truth["faults"] if f["kind"] == "degraded_nic")
+    assert first["rule"] == "FAB004" and first["hosts"] == planted["culprit_hosts"]
+    assert first["lost_time_fraction"] is None and first["severity"] == "medium"
+    est = first["details"]["lost_time_fraction_estimate"]
+    assert est == first["details"]["lost_time_fraction_at_2x"] and "twice as fast" in first["summary"]
+    assert est > j.fired()["SYN004"]["lost_time_fraction"]
 
 
 def test_socket_cost_is_bracketed_and_outranks_a_minor_straggler(jobs: Any) -> None:

@@ -9,7 +9,7 @@ from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
 from stallscope.rules.fabric._bandwidth import (
     expected_busbw, fabric_facts, graph_bandwidth_same_comm, host_bandwidth_handicap, inter_expectations, inter_transfers,
-    transfers_at_bandwidth, transfers_without_handicap)
+    lost_if_faster, transfers_at_bandwidth, transfers_without_handicap)
 from stallscope.rules.placement import log_hosts, placement_differences
 
 #: WARN texts that point at an RDMA NIC, port or link (not at NVML, CUDA or NCCL's configuration)
@@ -66,8 +66,11 @@ class DegradedNic(Rule):
         ranks and nodes, as NCCL's search is deterministic on identical hardware; else the
         transfers must run below 80 % of what the fabric gives without the host). When the
         traces cannot measure the cost (no message sizes, no peer to compare with), a host with
-        hardware errors is medium severity when
-        exposed inter-node communication takes ≥ 10 % of the median rank's time, else low.
+        hardware errors is medium severity when exposed inter-node communication takes ≥ 10 % of
+        the median rank's time, else low; a medium one gives the replay with inter-node transfers
+        ``UNMEASURED_SPEEDUP`` (2) times as fast, which orders it among measured findings of its
+        severity: a link failing transfers under a job that waits on the network for a third of
+        its time comes before a 4 % straggler.
     """
 
     code = "FAB004"
@@ -157,6 +160,12 @@ class DegradedNic(Rule):
                                  "nic_capacity_ratio": rate_low.get(host, graph_low.get(host, few.get(host)))})
             if lost is None:
                 f.severity = "medium" if host in hw and _exposed_inter(ctx) >= EXPOSED_INTER else "low"
+                if f.severity == "medium":
+                    # ranks this unmeasured but proven fault among measured ones of its severity
+                    twice = lost_if_faster(ctx)
+                    f.details.update(lost_time_fraction_at_2x=twice, lost_time_fraction_estimate=twice)
+                    if twice:
+                        f.summary += f" With inter-node transfers twice as fast the job would be {fmt_pct(twice)} shorter."
             out.append(f)
         return out
 

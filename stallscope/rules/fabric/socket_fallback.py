@@ -6,7 +6,7 @@ import polars as pl
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.fabric._bandwidth import (REF_RDMA_GBPS, inter_transfers, lost_if_faster, nic_floor_factor,
+from stallscope.rules.fabric._bandwidth import (REF_RDMA_GBPS, inter_far_below, inter_transfers, lost_if_faster, nic_floor_factor,
                                                 socket_facts, transfers_at_bandwidth)
 
 
@@ -30,12 +30,14 @@ class SocketFallback(Rule):
         that run at once), when traces are in the bundle. The healthy fabric is unknown when NCCL
         never used it, so the cost is bracketed: at least one NIC per host, at most one NIC per
         GPU (rail-optimized training nodes), each NIC at the slowest speed these GPUs' systems
-        ship with (100 Gb/s, 200 on Hopper and Blackwell: :func:`nic_floor_factor`). The
-        estimate reported is the replay at the geometric mean of the two bandwidths: the
-        log-scale middle of the bracket, which both bounds stay within a factor of sqrt(GPUs per
-        host) of. The lower bound alone would call a proven socket fallback on a fast fabric
-        harmless (TCP at 20 GB/s per host is above one 100 Gb/s NIC) and rank it below a
-        1 % straggler.
+        ship with (100 Gb/s, 200 on Hopper and Blackwell: :func:`nic_floor_factor`) or at what
+        the sockets achieved per host, the faster: RDMA over the NICs that carried the TCP traffic
+        is never slower than the TCP was (sockets at 20 GB/s per 4-GPU host, over 160 Gb/s of
+        Ethernet or IPoIB, bracket RDMA at 20-80 GB/s, not 10-40). The estimate reported is the
+        replay at the geometric mean of the two bandwidths: the log-scale middle of the bracket,
+        which both bounds stay within a factor of sqrt(GPUs per host) of. The lower bound alone
+        would call a proven socket fallback on a fast fabric harmless (TCP at 20 GB/s per host is
+        above one 100 Gb/s NIC) and rank it below a 1 % straggler.
 
     How to fix:
         Find why NCCL could not use the RDMA NICs: ``NCCL_IB_DISABLE=1`` or a missing
@@ -66,26 +68,32 @@ class SocketFallback(Rule):
         inter = inter_transfers(ctx)
         lost = lost_low = lost_rail = twice = None
         bw = None
+        low = REF_RDMA_GBPS * floor
         if inter.height:
             bw = float(inter["busbw_gbps"].median())
             # what RDMA would give: at least one NIC per host, up to one NIC per GPU on
             # rail-optimized nodes; the estimate is the log-scale middle of the two
             gpus = ctx.gpus_per_host
-            low = REF_RDMA_GBPS * floor
+            # RDMA over the NICs that carried this TCP traffic is never slower than the TCP was:
+            # sockets faster than the floor NIC raise the lower bound to what they achieved
+            # (per host, groups sharing its NICs counted)
+            low = max(low, inter_far_below(ctx)[2])
             lost_low = ctx.lost_if_transfers("fab:rdma", transfers_at_bandwidth(ctx, low))
             lost_rail = ctx.lost_if_transfers("fab:rdma-rail", transfers_at_bandwidth(ctx, low * gpus))
             lost = ctx.lost_if_transfers("fab:rdma-mid", transfers_at_bandwidth(ctx, low * gpus ** 0.5)) if gpus > 1 else lost_low
         else:
             # no message sizes: the transfers' durations are still measured
             twice = lost_if_faster(ctx)
-        low_nic = f"{100 * floor:.0f} Gb/s"
+        low_nic = f"one {100 * floor:.0f} Gb/s NIC per host"
+        if low > REF_RDMA_GBPS * floor:
+            low_nic = f"RDMA as fast as these sockets ({low:.1f} GB/s per host)"
         all_hosts = len(hosts) >= len(ctx.d.hosts) or len(hosts) == len(facts.get("hosts", []))  # type: ignore[arg-type]
         ranks = ctx.d.ranks["rank"].to_list() if all_hosts else [r for h in hosts for r in ctx.d.ranks_of(h)]
         culprit_hosts = ctx.d.hosts if all_hosts and ctx.d.hosts else hosts
         summary = (f"NCCL on {', '.join(hosts[:6])}{' …' if len(hosts) > 6 else ''} moved inter-node data over TCP sockets "
                    f"({facts.get('socket_connections', 0)} NET/Socket connections in the logs). "
                    + (f"The traces show inter-node bus bandwidth of {bw:.2f} GB/s; over RDMA the job would be about "
-                      f"{fmt_pct(lost)} shorter (at least {fmt_pct(lost_low)} with one {low_nic} NIC per host, "
+                      f"{fmt_pct(lost)} shorter (at least {fmt_pct(lost_low)} with {low_nic}, "
                       f"up to {fmt_pct(lost_rail)} with one per GPU)."
                       if bw is not None and lost is not None and lost_low is not None and lost_rail is not None
                       else _unmeasured(ctx, twice)))

@@ -48,12 +48,11 @@ class JitterAmplification(Rule):
         And the typical rank must vary from step to step (``TYPICAL_HOST_JITTER``: its host-side
         time by 0.4 % of a step, robust spread across ranks of each rank's change from one step to
         the next, which reads the same noise alike over 2 or 50 steps; or its compute time by
-        2.4 %). The what-if gain alone does not say it: a healthy job that
-        synchronizes 35 times a step pays its kernel-time noise at each, and rare pauses (a
-        garbage collection on some rank in some steps) cost it a few percent more, so the replay
-        recovers 9-25 % from a job nothing is wrong with. Jitter that amplifies is paid by every
-        rank, every step: it moves the typical rank, which pauses on a few and per-collective
-        noise do not.
+        2.4 %). The what-if gain alone does not say it: a healthy job that synchronizes 35 times
+        a step pays its kernel-time noise at each, and rare pauses (a garbage collection on some
+        rank in some steps) cost it a few percent more, so the replay recovers 9-25 % from a job
+        nothing is wrong with. Jitter that amplifies is paid by every rank, every step: it moves
+        the typical rank, which pauses on a few and per-collective noise do not.
 
         A typical rank that varies k times the bar (and, for its host-side time, k times a
         millisecond: host noise comes in absolute time, a larger share of short steps) has at
