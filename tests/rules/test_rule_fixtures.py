@@ -240,6 +240,7 @@ def test_sockets_faster_than_the_floor_nic_raise_the_bracket(jobs: Any) -> None:
     j = jobs["socket_beats_floor"]
     first = next(f for f in j.doc["findings"] if f["cause"] != "input")
     assert first["rule"] == "FAB002" and "as fast as these sockets" in first["summary"]
+    assert first["details"]["rdma_low_gbps_per_host"] > 10.0  # above the A100 floor NIC
     low, high = first["details"]["lost_time_fraction_one_nic_per_host"], first["details"]["lost_time_fraction_rail_optimized"]
     assert low < 0.02 and low <= first["lost_time_fraction"] <= high
     truth = next(f for f in j.truth["faults"] if f["kind"] == "socket_fallback")["lost_time_fraction"]

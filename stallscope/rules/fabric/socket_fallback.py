@@ -6,8 +6,8 @@ import polars as pl
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct
 from stallscope.rules.context import Context
-from stallscope.rules.fabric._bandwidth import (REF_RDMA_GBPS, inter_far_below, inter_transfers, lost_if_faster, nic_floor_factor,
-                                                socket_facts, transfers_at_bandwidth)
+from stallscope.rules.fabric._bandwidth import (REF_RDMA_GBPS, inter_far_below, inter_transfers, lost_if_faster,
+                                                nic_floor_factor, socket_facts, transfers_at_bandwidth)
 
 
 class SocketFallback(Rule):
@@ -114,7 +114,9 @@ class SocketFallback(Rule):
                     confidence=ctx.quality * 0.95, evidence=ev,
                     recommendation="Make NCCL use RDMA: check NCCL_IB_DISABLE, NCCL_IB_HCA, NCCL_NET_PLUGIN and "
                                    "NCCL_SOCKET_IFNAME, that rdma-core/libibverbs and the RDMA devices are in the container.",
-                    details={"socket_hosts": hosts, "busbw_gbps_median": bw, "lost_time_fraction_one_nic_per_host": lost_low,
+                    details={"socket_hosts": hosts, "busbw_gbps_median": bw, "rdma_low_gbps_per_host": round(low, 2),
+                             # at the bracket's lower bound: one floor NIC per host, or the sockets' own speed
+                             "lost_time_fraction_one_nic_per_host": lost_low,
                              "lost_time_fraction_rail_optimized": lost_rail, "lost_time_fraction_at_2x": twice,
                              # ranks this unmeasured but certain cause among measured ones of its severity
                              "lost_time_fraction_estimate": twice if lost is None else None})
