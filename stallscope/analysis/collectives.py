@@ -126,6 +126,15 @@ SAME_HOST_END_NS = 50_000
 #: CPU-side ends (Gloo, or the host call of a collective) carry the thread scheduling of each
 #: member: tens to hundreds of µs
 CPU_COHERENT_END_NS = 300_000
+#: between two consecutive steps, the offset between two members' ends moves by at most the
+#: clocks' drift over a step (tens of µs); a move of this many end tolerances (at least 1 ms) is
+#: two groups, one of which fell behind in that step (a host's GC pause delays its own
+#: tensor- or shard-group collectives, not the other hosts')
+STEP_JUMP_TOLERANCES = 50
+STEP_JUMP_MIN_NS = 1_000_000
+#: ... plus what two free-running clocks may drift apart over the time between the steps: 100 ppm,
+#: twice a common crystal's tolerance (steps of tens of seconds drift by milliseconds)
+CLOCK_DRIFT_PPM = 100
 
 
 def match_rows(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
@@ -167,14 +176,19 @@ def match_rows(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 
 def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[int, list[int]]:
     """Split a channel's ranks into groups whose end times move together (within ``tol_ns`` from
-    position to position; on one host, also within ``same_host_ns`` of each other)."""
+    position to position; on one host, also within ``same_host_ns`` of each other; and from step
+    to step: :func:`_step_jumps`)."""
     import numpy as np
 
-    piv = grp.pivot(on="rank", index="instance_id", values="end_ns", aggregate_function="first").sort("instance_id")
-    ranks = sorted(int(c) for c in piv.columns if c != "instance_id")  # the same groups whatever the rows' order
+    piv = (grp.pivot(on="rank", index="instance_id", values="end_ns", aggregate_function="first")
+           .join(grp.group_by("instance_id").agg(pl.col("step").min().alias("_step")), on="instance_id", how="left")
+           .sort("instance_id"))
+    ranks = sorted(int(c) for c in piv.columns if c not in ("instance_id", "_step"))  # the same groups whatever the rows' order
     if len(ranks) < 2 or piv.height < 3:
         return {min(ranks): ranks} if ranks else {}
     E = piv.select([str(r) for r in ranks]).to_numpy().astype(np.float64)  # positions x ranks, NaN missing
+    steps = piv["_step"].fill_null(-1).to_numpy()
+    jump_ns = max(STEP_JUMP_MIN_NS, STEP_JUMP_TOLERANCES * tol_ns)
     host = dict(zip(grp["rank"].to_list(), grp["host"].to_list()))
     parent = list(range(len(ranks)))
 
@@ -198,7 +212,8 @@ def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[
             if not np.isfinite(step[j]) or np.sum(np.isfinite(d[:, j])) < 3:
                 continue
             same_host = host.get(ranks[i]) == host.get(ranks[j])
-            if step[j] <= tol_ns and (not same_host or abs(med[j]) <= same_host_ns):
+            if (step[j] <= tol_ns and (not same_host or abs(med[j]) <= same_host_ns)
+                    and not _step_jumps(d[:, j], E[:, i], steps, jump_ns)):
                 a, b = find(i), find(j)
                 if a != b:
                     parent[b] = a
@@ -206,6 +221,33 @@ def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[
     for i, r in enumerate(ranks):
         out.setdefault(find(i), []).append(r)
     return {min(v): sorted(v) for v in out.values()}
+
+
+def _step_jumps(d, t, steps, jump_ns: float) -> bool:
+    """Whether the difference ``d`` between two ranks' ends (one value per position, NaN where
+    either is missing; ``t``: the first rank's ends) moves from one step to the next, step by its
+    median, by more than ``jump_ns`` plus :data:`CLOCK_DRIFT_PPM` of the time between the steps.
+    Members of one group end together at every position, so the difference is their clocks'
+    offset, drifting by µs per step. Two groups that run in lockstep most of the time
+    (the shard groups of different hosts in HSDP, tied by the replica all-reduce) end apart only
+    in the steps where one of them fell behind: consecutive positions then differ little, yet the
+    level shifts by the delay at the step's edge (seed 36000 #0184: rank 9's GC pauses moved its
+    host's all-gathers 12-17 ms in three of six steps). Steps where either rank has a position the
+    other lacks (a profiling window cut mid-step) are left out: their positions may not pair."""
+    import numpy as np
+
+    ok = np.isfinite(d)
+    levels, times = [], []
+    for s in np.unique(steps):
+        at = steps == s
+        if s < 0 or not ok[at].all():
+            continue
+        levels.append(float(np.median(d[at])))
+        times.append(float(np.median(t[at])))
+    if len(levels) < 2:
+        return False
+    allowed = jump_ns + CLOCK_DRIFT_PPM * 1e-6 * np.abs(np.diff(times))
+    return bool(np.any(np.abs(np.diff(levels)) > allowed))
 
 
 def _equal_sized(groups: dict[int, list[int]], host: dict[int, str]) -> dict[int, list[int]]:

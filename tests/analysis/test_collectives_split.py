@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stallscope.analysis.collectives import _equal_sized
+import numpy as np
+
+from stallscope.analysis.collectives import _equal_sized, _step_jumps
 
 
 def test_lockstep_groups_of_healthy_hosts_are_split_to_the_size_of_the_odd_one() -> None:
@@ -46,3 +48,21 @@ def test_lone_ranks_are_placed_the_same_in_any_order() -> None:
     for singles in ([14, 1, 3, 5], [1, 3, 5, 14], [5, 14, 3, 1]):
         groups = {s: [s] for s in singles} | pairs
         assert _equal_sized(groups, host) == want
+
+
+def test_an_offset_that_jumps_between_steps_is_two_groups_a_drifting_one_is_not() -> None:
+    steps = np.repeat([1, 2, 3, 4], 5)
+    t = steps * 200e6 + np.tile(np.arange(5) * 30e6, 4)  # 200 ms steps
+    drift = 80e6 + 20_000 * steps + np.tile([0.0, 3e3, -2e3, 1e3, 0.0], 4)  # clock offset, 20 µs drift per step
+    assert not _step_jumps(drift, t, steps, 1e6)
+    behind = drift + np.where(steps == 2, 14e6, 0.0)  # one of the groups fell 14 ms behind in step 2
+    assert _step_jumps(behind, t, steps, 1e6)
+    cut = behind.copy()
+    cut[5] = np.nan  # step 2 cut on one rank: its positions may not pair, so it says nothing
+    assert not _step_jumps(cut, t, steps, 1e6)
+    assert not _step_jumps(behind[steps == 2], t[steps == 2], steps[steps == 2], 1e6)  # one step: nothing to compare
+    # 30 s steps: clocks 50 ppm apart drift 1.5 ms a step, one group still; a 14 ms lag is not drift
+    slow_t = steps * 30e9
+    slow_drift = 80e6 + 1.5e6 * steps
+    assert not _step_jumps(slow_drift, slow_t, steps, 1e6)
+    assert _step_jumps(slow_drift + np.where(steps == 2, 14e6, 0.0), slow_t, steps, 1e6)

@@ -84,6 +84,15 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
         nodes=6, gpus=4, steps=8, parallelism="tp_dp", severity="subtle", noise="low", nccl_version="2.20.5",
         torch_variant="kineto_2025", metadata=True, seq=True, naming="rank", gzip=False, archive="dir", logs="some",
         log_style="debug_file", detail="lean", clock_offset_ms=5.0, red_herrings=True, culprit_rank=9, culprit_host=2)),
+    # seed 36000 #0184: HSDP without collective metadata, rank 9's GC pauses in three steps of six
+    # delay its host's shard-group all-gathers, which share one NCCL stream id with the other
+    # hosts' and end in lockstep with them otherwise: the groups must be told apart by the step
+    # where the offset jumps, or host 2 reads as late together (LOC001) instead of rank 9 (SYN002)
+    "intermittent_hsdp_unsized": ("intermittent_straggler", 3600108184, dict(
+        nodes=4, gpus=4, steps=6, parallelism="hsdp", severity="subtle", noise="low", nccl_version="2.12.12",
+        torch_variant="kineto_2022", metadata=False, seq=False, naming="arbitrary", gzip=True, archive="tar.gz",
+        logs="none", log_style="debug_file", detail="lean", clock_offset_ms=80.0, drift=True, red_herrings=True,
+        graph_subsys=True, culprit_rank=9, culprit_host=2)),
     # seed 34000 #0122: a subtle compute straggler (rank 6) of an HSDP host under heavy noise; its
     # host-mate 7's own work grew a little too, and the host's replay gains 12.8 % (2.4 % planted)
     "compute_inside_noisy": ("compute_straggler", 3400102122, dict(

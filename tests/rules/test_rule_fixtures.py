@@ -58,6 +58,7 @@ EXPECTED: dict[str, set[str]] = {
     "intermittent_pair_noisy": {"SYN002"},
     "compute_inside_noisy": {"SYN001"},  # a straggler inside its host keeps the verdict from a noisy host-mate  # the typical rank steady: the pair need explain only what is above noise
     "oneoff_hsdp": {"SYN002"},  # a queued all-gather starting 3 µs before its predecessor ends
+    "intermittent_hsdp_unsized": {"SYN002"},  # shard groups on one stream id split where one host fell behind
     "held_up_pipeline": {"SYN004"},
     "absorbed_pipeline": {"SYN004"},  # late in one step of six, yet its own work exceeds its peers' in every one  # the slow rank alone: its replica's last stage was held up by it
     "jitter": {"SYN003"},
@@ -661,3 +662,15 @@ def test_nvlink_boards_are_told_from_pcie_cards() -> None:
                  ["NVIDIA H100 80GB HBM3", None], []):
         assert nvlink_busbw(pcie) is None, pcie
 
+
+
+def test_shard_groups_sharing_a_stream_split_where_one_host_fell_behind(jobs: Any) -> None:
+    """Without process-group metadata the four hosts' shard-group all-gathers share one stream id
+    and end in lockstep except in rank 9's GC steps: they are four groups of one host each, and
+    the answer is rank 9 at about what it cost, not its host."""
+    j = jobs["intermittent_hsdp_unsized"]
+    inst = j.ctx.d.instances.filter(pl.col("channel").str.starts_with("stream:"))
+    assert inst["members"].max() == 4
+    assert sorted(inst.group_by("channel").agg(pl.col("hosts").max())["hosts"].to_list()) == [1] * 4 + [4] * 4
+    f = j.fired()["SYN002"]
+    assert f["ranks"] == [9] and abs(f["lost_time_fraction"] - j.truth["lost_time_fraction"]) < 0.02
