@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -132,6 +133,9 @@ def main() -> None:
         keep = set(a.only.split(","))
         entries = [e for e in entries if e["scenario"] in keep or e["name"] in keep]
     jobs = [(str(a.suite), e, a.without_logs) for e in entries]
+    import stallscope
+
+    print(f"measuring the stallscope at {Path(stallscope.__file__).parent}", flush=True)
     t0 = time.perf_counter()
     if a.workers > 1:
         with ProcessPoolExecutor(a.workers) as pool:
@@ -173,5 +177,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    # the checkout this script belongs to, after whatever PYTHONPATH names (a worktree of the
+    # commit to measure: ``PYTHONPATH=<tree> python benchmarks/attribution_eval.py`` measures <tree>)
+    pythonpath = [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x]
+    sys.path.insert(1 + len(pythonpath), str(Path(__file__).resolve().parents[1]))
     main()
