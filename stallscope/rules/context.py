@@ -410,27 +410,6 @@ class Context:
         return self.jitter_floor / beyond
 
     @cached_property
-    def jitter_bar_across(self) -> float:
-        """The bar for the jitter what-if *across groups* (every group also at the median group's
-        pace, step by step): :attr:`jitter_bar` plus what the healthy noise of the groups' own
-        paces costs, scaled alike. :func:`noise_floor` models each rank's noise; a group of g ranks
-        moves with the median of theirs, noise of 1.2533 sigma / sqrt(g), and the slowest of G
-        groups sits about that times sqrt(2 ln G) above their median. The within-group what-if is
-        held to :attr:`jitter_bar`; the across-groups one removes that group-level noise too, so
-        against the same bar a healthy job of two noisy HSDP hosts read as jitter (seed 35000
-        #0000: 2.9 % within the groups, 4.4 % across, floor 3.7 %; the groups' noise adds 0.8 %)."""
-        tl = self.timeline
-        roles = tl.tail_role[tl.tail_role >= 0] if tl is not None else np.array([], dtype=np.int64)
-        if roles.size == 0:
-            return self.jitter_bar
-        _, sizes = np.unique(roles, return_counts=True)
-        if sizes.size < 2:
-            return self.jitter_bar
-        per_rank = self.jitter_floor / noise_floor(self.d.ranks.height)  # the compute-driven multiple, if any
-        groups = noise_floor(int(sizes.size)) * 1.2533 / math.sqrt(float(np.median(sizes))) * per_rank
-        return self.jitter_bar * (1.0 + groups / self.jitter_floor)
-
-    @cached_property
     def sync_verdict(self) -> SyncVerdict:
         """Decide between stragglers, a slow host and jitter by how much each explanation's
         what-if recovers (see the module doc of :mod:`stallscope.rules.synchronization`)."""

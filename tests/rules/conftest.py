@@ -207,14 +207,6 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # no logs, no message sizes: no bandwidth to measure, only the exposed inter-node time
     "socket_unsized": ("socket_fallback", 65, dict(logs="none", metadata=False, torch_variant="kineto_2022", severity="severe")),
     "healthy_unsized": ("healthy", 66, dict(logs="none", metadata=False, torch_variant="kineto_2022", parallelism="ddp")),
-    # seed 35000 #0000: a healthy HSDP job on two noisy hosts (rank 7's trace lost); its two shard
-    # groups' paces differ from step to step, which the across-groups jitter replay removes (4.4 %)
-    # on top of the ranks' own noise (2.9 %, under the 3.7 % floor): that is the groups' healthy noise
-    "healthy_hsdp_two_hosts": ("healthy", 3500105000, dict(
-        nodes=2, gpus=8, steps=6, parallelism="hsdp", severity="severe", noise="high", nccl_version="2.12.12",
-        torch_variant="kineto_2022", metadata=False, seq=False, naming="rank", gzip=True, archive="dir", logs="all",
-        log_style="debug_file", detail="lean", clock_offset_ms=80.0, drift=True, red_herrings=True, graph_subsys=False,
-        drop=1, culprit_rank=11, culprit_host=1)),
     # HSDP, 4 steps: one 0.58 s DataLoader stall of rank 1 in one step. Its shard group's next
     # all-gather, queued behind the one rank 1 held up, starts 3 µs before that one ends on the
     # waiting ranks (seed 22000 #0189): the replay must anchor it there, not on the step before

@@ -59,13 +59,6 @@ class JitterAmplification(Rule):
         most 1/k of its noise of the healthy kind, so the noise floor above is divided by k
         (``Context.jitter_bar``): small jitter on a big job (64 ranks, typical host-side time 2.2
         times the bar and 1.5 ms, replay 3.8 % against a floor of 4.6 %) is still jitter.
-
-        The gain reported is the replay with every group also at the median group's pace
-        (``across_groups``). When only that one clears the bar, it must clear it by what the
-        groups' own healthy noise costs as well (``Context.jitter_bar_across``: a group moves with
-        the median of its ranks' noise, the slowest of G groups about sqrt(2 ln G) of that above
-        the median group): two hosts' shard groups of a healthy, noisy HSDP job differ from step
-        to step without any jitter fault.
     """
 
     code = "SYN003"
@@ -80,10 +73,6 @@ class JitterAmplification(Rule):
             return []
         lost = v.lost
         if lost < max(MIN_LOST, ctx.jitter_bar):
-            return []
-        # the across-groups gain also removes the groups' own healthy noise: held to a bar that
-        # allows for it, unless the within-group gain alone clears the usual one
-        if v.jitter_lost < ctx.jitter_bar and lost < ctx.jitter_bar_across:
             return []
         if not ctx.typical_varies:
             return []
