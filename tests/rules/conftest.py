@@ -93,6 +93,14 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
         torch_variant="kineto_2022", metadata=False, seq=False, naming="arbitrary", gzip=True, archive="tar.gz",
         logs="none", log_style="debug_file", detail="lean", clock_offset_ms=80.0, drift=True, red_herrings=True,
         graph_subsys=True, culprit_rank=9, culprit_host=2)),
+    # seed 37000 #0153: DataLoader stalls of ranks 17 and 20 (one FSDP host) in 7 of 10 steps of a
+    # noisy 64-rank HSDP job; the pair replays for 2.9 % (2.7 % planted), a hair under half of the
+    # jitter what-if (5.9 %), which is itself under the noise floor (9.2 %)
+    "intermittent_pair_under_floor": ("intermittent_straggler", 3700111153, dict(
+        nodes=8, gpus=8, steps=10, parallelism="hsdp", severity="subtle", noise="high", nccl_version="2.20.5",
+        torch_variant="kineto_2024", metadata=True, seq=False, naming="tensorboard", gzip=False, archive="tar.gz",
+        logs="none", log_style="torchrun", detail="sparse", clock_offset_ms=30.0, drift=True, red_herrings=False,
+        graph_subsys=True, culprit_rank=17, culprit_host=2)),
     # seed 34000 #0122: a subtle compute straggler (rank 6) of an HSDP host under heavy noise; its
     # host-mate 7's own work grew a little too, and the host's replay gains 12.8 % (2.4 % planted)
     "compute_inside_noisy": ("compute_straggler", 3400102122, dict(

@@ -47,7 +47,7 @@ EXPECTED: dict[str, set[str]] = {
     "socket_h100": {"FAB001"},
     "socket_fast_two": {"FAB002", "SYN004"},  # two planted faults, both reported
     "socket_beats_floor": {"FAB002", "SYN004"},
-    "degraded_warned_two": {"FAB004", "SYN004"},
+    "degraded_warned_two": {"FAB004", "SYN002"},  # the pair late in turns (each in one of two steps): intermittent
     "socket_unsized": {"FAB001"},    # no sizes, no logs: network-bound by the exposed inter-node time
     "healthy_unsized": set(),
     "compute": {"SYN001"},
@@ -58,6 +58,7 @@ EXPECTED: dict[str, set[str]] = {
     "intermittent_pair_noisy": {"SYN002"},
     "compute_inside_noisy": {"SYN001"},  # a straggler inside its host keeps the verdict from a noisy host-mate  # the typical rank steady: the pair need explain only what is above noise
     "oneoff_hsdp": {"SYN002"},  # a queued all-gather starting 3 µs before its predecessor ends
+    "intermittent_pair_under_floor": {"SYN002"},  # recurring beyond chance, the what-if under the noise floor
     "intermittent_hsdp_unsized": {"SYN002"},  # shard groups on one stream id split where one host fell behind
     "held_up_pipeline": {"SYN004"},
     "absorbed_pipeline": {"SYN004"},  # late in one step of six, yet its own work exceeds its peers' in every one  # the slow rank alone: its replica's last stage was held up by it
@@ -260,7 +261,7 @@ def test_an_unmeasured_failing_link_ranks_by_its_replay_at_twice_the_speed(jobs:
     assert first["lost_time_fraction"] is None and first["severity"] == "medium"
     est = first["details"]["lost_time_fraction_estimate"]
     assert est == first["details"]["lost_time_fraction_at_2x"] and "twice as fast" in first["summary"]
-    assert est > j.fired()["SYN004"]["lost_time_fraction"]
+    assert est > j.fired()["SYN002"]["lost_time_fraction"]
 
 
 def test_socket_cost_is_bracketed_and_outranks_a_minor_straggler(jobs: Any) -> None:
@@ -674,3 +675,14 @@ def test_shard_groups_sharing_a_stream_split_where_one_host_fell_behind(jobs: An
     assert sorted(inst.group_by("channel").agg(pl.col("hosts").max())["hosts"].to_list()) == [1] * 4 + [4] * 4
     f = j.fired()["SYN002"]
     assert f["ranks"] == [9] and abs(f["lost_time_fraction"] - j.truth["lost_time_fraction"]) < 0.02
+
+
+def test_a_recurring_pair_under_the_noise_floor_need_not_explain_half_of_it(jobs: Any) -> None:
+    """The jitter what-if of a noisy 64-rank job is under its noise floor: what it recovers is of
+    the size noise has, so the pair that recurs beyond chance is the story, though it explains a
+    little under half of it."""
+    j = jobs["intermittent_pair_under_floor"]
+    v = j.ctx.sync_verdict
+    assert v.jitter_lost < j.ctx.jitter_floor and v.lost < 0.5 * v.jitter_lost
+    f = j.fired()["SYN002"]
+    assert f["ranks"] == [17, 20] and abs(f["lost_time_fraction"] - j.truth["lost_time_fraction"]) < 0.01
