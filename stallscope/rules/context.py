@@ -549,7 +549,7 @@ class Context:
             if host is not None:
                 return SyncVerdict("host", self.d.ranks_of(host), host, max(set_lost, host_lost), jit, late_steps, persistent, alt)
             # persistent only if each of them is: ranks late in turns are intermittent stragglers
-            # (#0153: ranks 17 and 20 together late in 7 of 10 steps, each in 3 or 4)
+            # (#0153: ranks 17 and 20 together late in 7 of 10 steps, rank 17 in 6; they stalled in 4 and 3)
             persistent = persistent and all(self._late_steps([r])[1] for r in chosen)
             return SyncVerdict("straggler", sorted(self._without_held_up(chosen, alt)), None, self._bounded(chosen, set_lost), jit,
                                late_steps, persistent, alt)
