@@ -202,6 +202,7 @@ def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[
 
     for i in range(len(ranks)):
         d = E - E[:, [i]]  # ends of every rank minus rank i's
+        jumps = _step_jumps(d, E[:, i], steps, jump_ns)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: ranks never seen together
             med = np.nanmedian(d, axis=0)
@@ -213,7 +214,7 @@ def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[
                 continue
             same_host = host.get(ranks[i]) == host.get(ranks[j])
             if (step[j] <= tol_ns and (not same_host or abs(med[j]) <= same_host_ns)
-                    and not _step_jumps(d[:, j], E[:, i], steps, jump_ns)):
+                    and not jumps[j]):
                 a, b = find(i), find(j)
                 if a != b:
                     parent[b] = a
@@ -223,10 +224,11 @@ def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[
     return {min(v): sorted(v) for v in out.values()}
 
 
-def _step_jumps(d, t, steps, jump_ns: float) -> bool:
+def _step_jumps(d, t, steps, jump_ns: float):
     """Whether the difference ``d`` between two ranks' ends (one value per position, NaN where
     either is missing; ``t``: the first rank's ends) moves from one step to the next, step by its
     median, by more than ``jump_ns`` plus :data:`CLOCK_DRIFT_PPM` of the time between the steps.
+    ``d`` may hold one column per second rank (positions x ranks): one answer per column.
     Members of one group end together at every position, so the difference is their clocks'
     offset, drifting by µs per step. Two groups that run in lockstep most of the time
     (the shard groups of different hosts in HSDP, tied by the replica all-reduce) end apart only
@@ -236,18 +238,29 @@ def _step_jumps(d, t, steps, jump_ns: float) -> bool:
     other lacks (a profiling window cut mid-step) are left out: their positions may not pair."""
     import numpy as np
 
-    ok = np.isfinite(d)
-    levels, times = [], []
-    for s in np.unique(steps):
-        at = steps == s
-        if s < 0 or not ok[at].all():
-            continue
-        levels.append(float(np.median(d[at])))
-        times.append(float(np.median(t[at])))
-    if len(levels) < 2:
-        return False
-    allowed = jump_ns + CLOCK_DRIFT_PPM * 1e-6 * np.abs(np.diff(times))
-    return bool(np.any(np.abs(np.diff(levels)) > allowed))
+    one = d.ndim == 1
+    D = d[:, None] if one else d
+    masks = [steps == s for s in np.unique(steps) if s >= 0]
+    levels = np.full((len(masks), D.shape[1]), np.nan)
+    times = np.full(len(masks), np.nan)
+    for k, at in enumerate(masks):
+        seg = D[at]
+        full = np.isfinite(seg).all(axis=0)
+        if full.any():
+            levels[k, full] = np.median(seg[:, full], axis=0)
+            times[k] = np.median(t[at])
+    out = np.zeros(D.shape[1], dtype=bool)
+    have = np.isfinite(levels)
+    dense = have.all(axis=0)  # the usual case: every step pairs; consecutive steps, all columns at once
+    if len(masks) > 1 and dense.any():
+        allowed = jump_ns + CLOCK_DRIFT_PPM * 1e-6 * np.abs(np.diff(times))
+        out[dense] = (np.abs(np.diff(levels[:, dense], axis=0)) > allowed[:, None]).any(axis=0)
+    for j in np.flatnonzero(~dense):  # some steps left out: consecutive among the others
+        ok = have[:, j]
+        if ok.sum() > 1:
+            allowed = jump_ns + CLOCK_DRIFT_PPM * 1e-6 * np.abs(np.diff(times[ok]))
+            out[j] = bool((np.abs(np.diff(levels[ok, j])) > allowed).any())
+    return bool(out[0]) if one else out
 
 
 def _equal_sized(groups: dict[int, list[int]], host: dict[int, str]) -> dict[int, list[int]]:

@@ -61,6 +61,8 @@ def test_an_offset_that_jumps_between_steps_is_two_groups_a_drifting_one_is_not(
     cut[5] = np.nan  # step 2 cut on one rank: its positions may not pair, so it says nothing
     assert not _step_jumps(cut, t, steps, 1e6)
     assert not _step_jumps(behind[steps == 2], t[steps == 2], steps[steps == 2], 1e6)  # one step: nothing to compare
+    # one column per second rank, answered all at once, each with its own steps left out
+    assert _step_jumps(np.column_stack([drift, behind, cut]), t, steps, 1e6).tolist() == [False, True, False]
     # 30 s steps: clocks 50 ppm apart drift 1.5 ms a step, one group still; a 14 ms lag is not drift
     slow_t = steps * 30e9
     slow_drift = 80e6 + 1.5e6 * steps
