@@ -202,7 +202,7 @@ def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[
 
     for i in range(len(ranks)):
         d = E - E[:, [i]]  # ends of every rank minus rank i's
-        jumps = _step_jumps(d, E[:, i], steps, jump_ns)
+        jumps = _step_jumps(d[:, i + 1:], E[:, i], steps, jump_ns)  # the pairs (i, j > i) tested below
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: ranks never seen together
             med = np.nanmedian(d, axis=0)
@@ -214,7 +214,7 @@ def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[
                 continue
             same_host = host.get(ranks[i]) == host.get(ranks[j])
             if (step[j] <= tol_ns and (not same_host or abs(med[j]) <= same_host_ns)
-                    and not jumps[j]):
+                    and not jumps[j - i - 1]):
                 a, b = find(i), find(j)
                 if a != b:
                     parent[b] = a

@@ -499,7 +499,7 @@ class Context:
                 alt.update(chosen=chosen, chosen_lost=set_lost)
                 late_steps, _ = self._late_steps(chosen)
                 # persistent only if each of them is: two ranks late in turns are intermittent
-                persistent = all(self._late_steps([r])[1] for r in chosen)
+                persistent = self._each_persistent(chosen)
         jit_bar = 0.0 if host_persistent else 0.6 * jit
         alt["host_persistent"] = host_persistent
         leads = self._host_leads(host_best) and self._host_late_together(host_best) if host_best is not None else False
@@ -550,7 +550,7 @@ class Context:
                 return SyncVerdict("host", self.d.ranks_of(host), host, max(set_lost, host_lost), jit, late_steps, persistent, alt)
             # persistent only if each of them is: ranks late in turns are intermittent stragglers
             # (#0153: ranks 17 and 20 together late in 7 of 10 steps, rank 17 in 6; they stalled in 4 and 3)
-            persistent = persistent and all(self._late_steps([r])[1] for r in chosen)
+            persistent = persistent and self._each_persistent(chosen)
             return SyncVerdict("straggler", sorted(self._without_held_up(chosen, alt)), None, self._bounded(chosen, set_lost), jit,
                                late_steps, persistent, alt)
         if jit >= 0.01:
@@ -605,6 +605,11 @@ class Context:
         wanted = set(ranks)
         steps = sorted(s for s, rs in self.late_sets.per_step.items() if wanted & set(rs)) if wanted else []
         return steps, len(steps) >= max(2, PERSISTENT_SHARE * self.n_steps)
+
+    def _each_persistent(self, ranks: list[int]) -> bool:
+        """Whether every one of ``ranks`` is late in most steps on its own (:meth:`_late_steps`):
+        a set late in turns covers most steps together, yet each of its ranks is intermittent."""
+        return all(self._late_steps([r])[1] for r in ranks)
 
     def _without_held_up(self, chosen: list[int], alt: dict[str, Any]) -> list[int]:
         """``chosen`` less its held-up ranks (:meth:`_held_up`), which ``alt`` records."""
