@@ -490,7 +490,13 @@ class Context:
         # (crosscheck n5_s1: rank 15's two DataLoader hiccups would join straggler 13), and so
         # does a straggler found inside the host, holding its host-mates up (seed 34000 #0122: a
         # compute straggler, rank 6, 2.35 % alone, 2.4 % planted; rank 7's noise joined it)
+        # Not when as many ranks elsewhere are origins too (``SPREAD_ORIGINS``): lateness that
+        # starts on ranks of every host is jitter, and the host's share of it is just the share
+        # of the ranks it holds (seed 38000 #0076: 16 ranks of two hosts all jittering, origins
+        # 3, 5, 6, 7 on one host and 11, 12, 15 on the other; the first host's four read as
+        # intermittent stragglers)
         if (host_origins and len(host_origins) <= 0.5 * len(host_ranks) and not host_origins <= set(chosen)
+                and len(origins - host_ranks) < SPREAD_ORIGINS
                 and host_lost >= HOST_OVER_RANKS * rank_lost and not inside):
             o, o_lost = self._essential(sorted(host_origins))
             alt.update(host_origins=o, host_origins_lost=o_lost)

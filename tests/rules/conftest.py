@@ -123,6 +123,14 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
         torch_variant="kineto_2025", metadata=True, seq=True, naming="arbitrary", gzip=True, archive="dir", logs="none",
         log_style="debug_file", detail="full", clock_offset_ms=0.0, drift=False, red_herrings=True, graph_subsys=True,
         culprit_rank=2, culprit_host=0)),
+    # seed 38000 #0076: subtle jitter on all 16 DDP ranks of two hosts; the origins of lateness are
+    # four ranks of one host and three of the other, and the first host's four together replay for
+    # 2.9 % of a 5.4 % jitter what-if (6.2 % planted)
+    "jitter_both_hosts": ("jitter_amplification", 3800114076, dict(
+        nodes=2, gpus=8, steps=6, parallelism="ddp", severity="subtle", noise="medium", nccl_version="2.19.3",
+        torch_variant="kineto_2024", metadata=True, seq=False, naming="tensorboard", gzip=True, archive="tar.gz",
+        logs="some", log_style="torchrun", detail="lean", clock_offset_ms=80.0, drift=False, red_herrings=True,
+        graph_subsys=True, culprit_rank=0, culprit_host=0)),
     "jitter": ("jitter_amplification", 21, dict(logs="none", severity="moderate", steps=8)),
     # jitter in a TP+DP job: the groups' medians vary from step to step too; within-group medians
     # alone leave that variation (3-4 % here, under the noise floor)

@@ -64,6 +64,7 @@ EXPECTED: dict[str, set[str]] = {
     "absorbed_pipeline": {"SYN004"},  # late in one step of six, yet its own work exceeds its peers' in every one  # the slow rank alone: its replica's last stage was held up by it
     "jitter": {"SYN003"},
     "jitter_subtle": {"SYN003"},
+    "jitter_both_hosts": {"SYN003"},  # origins on every host: the first host's share is not a straggler set
     "jitter_tp": {"SYN003"},
     "hoststall": {"SYN004"},
     "xsock_nologs": {"LOC001"},
@@ -686,3 +687,16 @@ def test_a_recurring_pair_under_the_noise_floor_need_not_explain_half_of_it(jobs
     assert v.jitter_lost < j.ctx.jitter_floor and v.lost < 0.5 * v.jitter_lost
     f = j.fired()["SYN002"]
     assert f["ranks"] == [17, 20] and abs(f["lost_time_fraction"] - j.truth["lost_time_fraction"]) < 0.01
+
+
+def test_origins_on_every_host_are_jitter_not_one_hosts_stragglers(jobs: Any) -> None:
+    """Every rank of a 16-rank job jitters; the ranks whose own work grew where they were late are
+    four of one host and three of the other. The first host's four, replayed together, recover
+    more than any rank alone, yet the lateness starts on both hosts alike: jitter."""
+    j = jobs["jitter_both_hosts"]
+    ctx = j.ctx
+    host_of = ctx.d.host_of()
+    hosts = {host_of[r] for r in ctx.origins}
+    assert len(hosts) == 2 and min(sum(host_of[r] == h for r in ctx.origins) for h in hosts) >= 3
+    assert ctx.sync_verdict.kind == "jitter"
+    assert set(j.fired()) == {"SYN003"}
