@@ -29,7 +29,7 @@ from stallscope.errors import UsageError
 from stallscope.samples import bundle as B
 from stallscope.samples import faults as F
 from stallscope.samples.kineto_writer import Clock, TraceWriter, kineto_base_ns
-from stallscope.samples.markers import strip_step_marks
+from stallscope.samples.markers import is_step_mark
 from stallscope.samples.model import Job, build_job
 from stallscope.samples.nccl_writer import LogOptions, NcclLogWriter
 from stallscope.samples.physics import SimResult, simulate
@@ -354,7 +354,12 @@ def _write_files(job: Job, spec: ModelSpec, final: SimResult, eff: F.Effects, fa
                          wall_label=_fmt_wall(clocks[rk.host](t_start)), trace_name=f"/tmp/tmp{_tag(rng, 8)}.json",
                          with_metadata=bool(k.metadata), with_seq=bool(k.seq), trace_id=_tag(rng, 32).upper(),
                          step_offset=step_offset, trace_start=t_start, trace_end=t_end)
-        text = tw.document(tw.events()).encode()
+        events = tw.events()
+        if not k.step_marks:
+            # profiled without prof.step(): no ProfilerStep#N marks on any rank, a killed one's
+            # cut trace included (steps from the optimizer's annotations)
+            events = [e for e in events if not is_step_mark(e)]
+        text = tw.document(events).encode()
         if r in cut_ranks:
             # a killed job: the file ends mid-event somewhere in the last third
             cut = int(len(text) * float(rng.uniform(0.67, 0.95)))
@@ -376,9 +381,6 @@ def _write_files(job: Job, spec: ModelSpec, final: SimResult, eff: F.Effects, fa
         if free:
             files, n_split = split_windows(files, first=free[0], skip=1)
             windows = {"first_steps": free[0], "skipped_steps": 1, "traces_split": n_split}
-    # profiled without prof.step(): no ProfilerStep#N marks (steps from the optimizer's annotations)
-    if not k.step_marks:
-        files, _ = strip_step_marks(files)
     # NCCL logs
     log_hosts: list[int] = []
     if k.logs == "all":

@@ -2,12 +2,13 @@
 
 ``torch.profiler.profile`` used as a plain context manager around a few iterations, with no
 ``schedule`` and no ``step()`` calls, records no ``ProfilerStep#N`` spans: a common way to
-profile by hand. :func:`strip_step_marks` turns a bundle written with the marks into that
-layout (every ``ProfilerStep#N`` event removed, on the CPU and its GPU mirror; everything else
-kept), for the generator's ``step_marks=false`` knob (5 % of a suite's bundles) and the robustness
-benchmark (``benchmarks/no_step_marks.py``, which strips a whole suite) that check the analysis
-still finds the steps (from torch.optim's ``Optimizer.step#…`` annotations) and
-reads the job the same. Traces that do not parse (cut by a killed job) stay as they are.
+profile by hand. The generator's ``step_marks=false`` knob (5 % of a suite's bundles) leaves
+them out as it writes each trace (:func:`is_step_mark`), a killed rank's cut trace included.
+:func:`strip_step_marks` turns a bundle written with the marks into that layout (every
+``ProfilerStep#N`` event removed, on the CPU and its GPU mirror; everything else kept), for the
+robustness benchmark (``benchmarks/no_step_marks.py``, which strips a whole suite) that checks
+the analysis still finds the steps (from torch.optim's ``Optimizer.step#…`` annotations) and
+reads the job the same. Traces that do not parse (cut by a killed job) stay as they are there.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ _MARK = "ProfilerStep#"
 #: torch.optim's annotations (``Optimizer.step#…``, ``Optimizer.zero_grad#…``): gone too in a loop
 #: that updates the weights by hand
 _OPTIMIZER = "Optimizer."
+
+
+def is_step_mark(event: str) -> bool:
+    """Whether one event of :class:`stallscope.samples.kineto_writer.TraceWriter`'s (its JSON
+    text) is a ``ProfilerStep#N`` mark, on the CPU or its GPU mirror."""
+    return f'"name": "{_MARK}' in event
 
 
 def strip_trace(data: bytes, *, optimizer: bool = False) -> bytes | None:

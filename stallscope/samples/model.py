@@ -274,9 +274,12 @@ def build_job(*, rng: np.random.Generator, seed: int, nodes: int, gpus_per_node:
     ranks: list[Rank] = []
     bus = BUS_IDS[("H100" if gm.key == "H100" else "A100", gpus_per_node)]
     for h in range(nodes):
-        pid0 = int(rng.integers(1000, 3_000_000))
+        pid = int(rng.integers(1000, 3_000_000))
         for local in range(gpus_per_node):
-            pid = pid0 + local * int(rng.integers(1, 4))
+            # launchers fork the local ranks one after another: increasing pids, never one twice
+            # on a host (each gap drawn as before, so every other draw stays as it was)
+            gap = int(rng.integers(1, 4))
+            pid = pid if local == 0 else pid + gap
             ranks.append(Rank(rank=h * gpus_per_node + local, host=h, local=local, pid=pid,
                               autograd_tid=pid + int(rng.integers(200, 12000)), bus_id=bus[local]))
     job = Job(hosts=hosts, ranks=ranks, gpu=gm, gpus_per_node=gpus_per_node, network=net, parallelism=parallelism)
