@@ -554,6 +554,12 @@ class Context:
             host = self.whole_host_of(chosen)
             if host is not None:
                 return SyncVerdict("host", self.d.ranks_of(host), host, max(set_lost, host_lost), jit, late_steps, persistent, alt)
+            hidden = self._hidden_behind(chosen, set_lost, limit)
+            if hidden:
+                chosen = sorted(chosen + hidden)
+                set_lost = self.lost_if_like_peers(chosen) or set_lost
+                alt.update(hidden_behind=hidden, chosen=chosen, chosen_lost=set_lost)
+                late_steps, persistent = self._late_steps(chosen)
             # persistent only if each of them is: ranks late in turns are intermittent stragglers
             # (#0153: ranks 17 and 20 together late in 7 of 10 steps, rank 17 in 6; they stalled in 4 and 3)
             persistent = persistent and self._each_persistent(chosen)
@@ -926,6 +932,32 @@ class Context:
         mine_rate = sum(mine) / max(1, len(mine_steps))
         free_rate = sum(x for _, x in free) / n_free
         return free_rate >= 0.5 * mine_rate and max(mine) < 3.0 * max(x for _, x in free)
+
+    def _hidden_behind(self, chosen: list[int], set_lost: float, limit: int) -> list[int]:
+        """Origins of lateness (:attr:`origins`) whose stall fell in a step where a chosen rank
+        was late and hid behind it: alone they recover nothing (the chosen rank's stall was
+        longer; everyone waited for it anyway), yet replayed with the chosen ranks they add at
+        least ``ESSENTIAL_SHARE`` of the set's gain (the same share :meth:`_essential` asks of a
+        rank to stay): fixing the chosen ranks alone would expose their stall. Seed 38000 #0118:
+        DataLoader stalls of 167 and 124 ms on ranks 31 and 34 of a 64-rank pipeline in the same
+        step; rank 31 alone replays for 6.0 %, rank 34 alone for nothing, both for 7.7 % (as
+        planted). Added one at a time, the largest own excess first, up to ``limit`` ranks."""
+        ls = self.late_sets
+        steps = {s for s, rs in ls.per_step.items() if set(rs) & set(chosen)}
+        cand = [r for r in self.origins - set(chosen) if steps & {s for s, rs in ls.per_step.items() if r in rs}]
+        if not cand or set_lost <= 0:
+            return []
+        own = {r: self.own_excess_share([r]) or 0.0 for r in cand}
+        added: list[int] = []
+        lost = set_lost
+        for r in sorted(cand, key=lambda x: (-own[x], x)):
+            if len(chosen) + len(added) >= limit:
+                break
+            with_r = self.lost_if_like_peers(sorted(chosen + added + [r])) or 0.0
+            if with_r >= (1.0 + ESSENTIAL_SHARE) * lost:
+                added.append(int(r))
+                lost = with_r
+        return added
 
     def _essential(self, ranks: list[int]) -> tuple[list[int], float]:
         """``ranks`` less those that add little to their joint what-if, and the gain of the rest.

@@ -131,6 +131,14 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
         torch_variant="kineto_2024", metadata=True, seq=False, naming="tensorboard", gzip=True, archive="tar.gz",
         logs="some", log_style="torchrun", detail="lean", clock_offset_ms=80.0, drift=False, red_herrings=True,
         graph_subsys=True, culprit_rank=0, culprit_host=0)),
+    # seed 38000 #0118: DataLoader stalls of 167 and 124 ms on ranks 31 and 34 (two pipeline stages)
+    # in the same step of a 64-rank job: rank 34's hides behind rank 31's (alone it replays for
+    # nothing, with rank 31 for 1.7 % more: 7.7 % in all, as planted)
+    "intermittent_hidden_pipeline": ("intermittent_straggler", 3800114118, dict(
+        nodes=8, gpus=8, steps=3, parallelism="pipeline", severity="subtle", noise="medium", nccl_version="2.17.1",
+        torch_variant="kineto_2024", metadata=True, seq=False, naming="arbitrary", gzip=True, archive="tar.gz",
+        logs="some", log_style="debug_file", detail="sparse", clock_offset_ms=80.0, drift=False, red_herrings=True,
+        graph_subsys=False, windows=1, culprit_rank=34, culprit_host=4)),
     "jitter": ("jitter_amplification", 21, dict(logs="none", severity="moderate", steps=8)),
     # jitter in a TP+DP job: the groups' medians vary from step to step too; within-group medians
     # alone leave that variation (3-4 % here, under the noise floor)

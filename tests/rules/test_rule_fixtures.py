@@ -64,6 +64,7 @@ EXPECTED: dict[str, set[str]] = {
     "absorbed_pipeline": {"SYN004"},  # late in one step of six, yet its own work exceeds its peers' in every one  # the slow rank alone: its replica's last stage was held up by it
     "jitter": {"SYN003"},
     "jitter_subtle": {"SYN003"},
+    "intermittent_hidden_pipeline": {"SYN002"},  # a second stall in the same step, hidden behind the first
     "jitter_both_hosts": {"SYN003"},  # origins on every host: the first host's share is not a straggler set
     "jitter_tp": {"SYN003"},
     "hoststall": {"SYN004"},
@@ -700,3 +701,21 @@ def test_origins_on_every_host_are_jitter_not_one_hosts_stragglers(jobs: Any) ->
     assert len(hosts) == 2 and min(sum(host_of[r] == h for r in ctx.origins) for h in hosts) >= 3
     assert ctx.sync_verdict.kind == "jitter"
     assert set(j.fired()) == {"SYN003"}
+
+
+def test_a_stall_hidden_behind_a_longer_one_in_the_same_step_joins_it(jobs: Any) -> None:
+    """Ranks 31 and 34 stall in the same step; 34's stall is shorter and every rank waits for 31
+    anyway, so replaying 34 alone recovers nothing. With 31 it adds what fixing 31 alone would
+    expose: both are culprits, the finding says which one hid, and the cost is the pair's."""
+    j = jobs["intermittent_hidden_pipeline"]
+    ctx = j.ctx
+    assert (ctx.lost_if_like_peers([34]) or 0.0) < 0.005
+    assert ctx.sync_verdict.alternatives.get("hidden_behind") == [34]
+    f = j.fired()["SYN002"]
+    assert f["ranks"] == [31, 34] and abs(f["lost_time_fraction"] - j.truth["lost_time_fraction"]) < 0.01
+    assert "Rank 34 stalled in the same step as rank 31" in f["summary"]
+    # hidden ranks are origins only: a rank whose own work did not grow never joins
+    assert ctx.origins == {31, 34}
+    # one stall at a time: nothing hides
+    for name in ("intermittent", "intermittent_pair"):
+        assert "hidden_behind" not in jobs[name].ctx.sync_verdict.alternatives

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from stallscope.rules.base import ranks_text
 from stallscope.rules.context import Context
 
 #: findings that cost less than this share of the job are not reported
@@ -43,3 +44,20 @@ def mechanism(ctx: Context, ranks: list[int]) -> dict[str, float | str]:
     if max(dc, dh) > 0.005 * ctx.step_ms:
         kind = "host_stall" if dh > dc else "compute"
     return {"kind": kind, "compute_excess_ms": round(dc, 3), "host_stall_excess_ms": round(dh, 3)}
+
+
+def hidden_text(ctx: Context, chosen: list[int]) -> str:
+    """A sentence naming the chosen ranks whose stall hid behind another's in the same step (see
+    ``Context._hidden_behind``): alone their replay recovers nothing, so a fix of the others
+    alone would expose them. Empty when there are none."""
+    hidden = [r for r in ctx.sync_verdict.alternatives.get("hidden_behind", []) if r in chosen]
+    if not hidden:
+        return ""
+    rest = [r for r in chosen if r not in hidden]
+    if not rest:
+        return ""
+    many, others = len(hidden) > 1, len(rest) > 1
+    return (f" Rank{'s' if many else ''} {ranks_text(hidden)} stalled in the same step{'s' if many else ''} as "
+            f"rank{'s' if others else ''} {ranks_text(rest)}, behind {'their' if others else 'its'} longer stall: replayed "
+            f"alone {'they recover' if many else 'it recovers'} little, yet fixing only rank{'s' if others else ''} "
+            f"{ranks_text(rest)} would expose {'their stalls' if many else 'its stall'}.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct, ranks_text
 from stallscope.rules.context import Context
-from stallscope.rules.synchronization._shared import MIN_LOST, mechanism
+from stallscope.rules.synchronization._shared import MIN_LOST, hidden_text, mechanism
 
 
 class HostStallStraggler(Rule):
@@ -59,7 +59,7 @@ class HostStallStraggler(Rule):
         summary = (f"Rank{'s' if len(ranks) > 1 else ''} {rs} on {', '.join(hosts)} stalled on the host for "
                    f"{mech['host_stall_excess_ms']:.1f} ms more per step than the other ranks (device idle, nothing launched), "
                    f"arrived late at synchronous collectives in {len(steps)} of {ctx.n_steps} steps, and the others waited. "
-                   f"Without the stall the job would be {fmt_pct(lost)} shorter.")
+                   f"Without the stall the job would be {fmt_pct(lost)} shorter.{hidden_text(ctx, ranks)}")
         ev = [
             Evidence("host stall per step of every rank: the straggler's device sits idle with nothing launched",
                      f"SELECT rank, host, round(host_stall_ms / steps, 2) AS host_stall_ms_per_step, "

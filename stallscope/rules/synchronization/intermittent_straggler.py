@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct, ranks_text
 from stallscope.rules.context import Context
-from stallscope.rules.synchronization._shared import MIN_LOST, mechanism
+from stallscope.rules.synchronization._shared import MIN_LOST, hidden_text, mechanism
 
 
 class IntermittentStraggler(Rule):
@@ -61,7 +61,8 @@ class IntermittentStraggler(Rule):
         summary = (f"Rank{'s' if many else ''} {rs} on {', '.join(hosts)} held the other ranks up in "
                    f"{len(steps)} of {ctx.n_steps} steps (steps {', '.join(map(str, steps[:10]))}{own}) and behaved normally in "
                    f"the others. Replaying those steps with {'these ranks' if many else 'the rank'} behaving like "
-                   f"{'their' if many else 'its'} median peer saves {fmt_pct(lost)} of the job.")
+                   f"{'their' if many else 'its'} median peer saves {fmt_pct(lost)} of the job."
+                   f"{hidden_text(ctx, chosen)}")
         ev = [
             Evidence("per-step breakdown of the rank: the late steps stand out",
                      f"SELECT step, rank, round(step_ns / 1e6, 2) AS step_ms, round(compute_ns / 1e6, 2) AS compute_ms, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stallscope.rules.base import Evidence, Finding, Rule, fmt_pct, ranks_text
 from stallscope.rules.context import Context
-from stallscope.rules.synchronization._shared import MIN_LOST, mechanism
+from stallscope.rules.synchronization._shared import MIN_LOST, hidden_text, mechanism
 
 
 class StragglerRank(Rule):
@@ -67,7 +67,7 @@ class StragglerRank(Rule):
         summary = (f"Rank{'s' if len(ranks) > 1 else ''} {rs} on {', '.join(hosts)} arrived late at synchronous collectives in "
                    f"{len(steps)} of {ctx.n_steps} steps; the other ranks waited for {'them' if len(ranks) > 1 else 'it'}. "
                    f"{why.capitalize()}. Replaying the job with {'these ranks' if len(ranks) > 1 else 'it'} behaving like the "
-                   f"median peer saves {fmt_pct(lost)} of the job time.")
+                   f"median peer saves {fmt_pct(lost)} of the job time.{hidden_text(ctx, ranks)}")
         ev = [
             Evidence("share of synchronous collectives where the rank arrived last, and its median lateness",
                      f"SELECT rank, host, instances, last_share, lateness_ms_median, wait_ms_total FROM rank_collective_stats "
