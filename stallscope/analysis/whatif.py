@@ -287,11 +287,16 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
     (``anchor_tol_ns``: the estimate is as good as the reference; #0207's was 0.15 ms before its
     own reduce-scatter ended, and anchored on the all-reduce before it missed the straggler's
     delay). Otherwise no record says when it came, only that it was not last: it is taken to
-    have arrived as soon as its own previous collective ended (no later than the last present
-    member; before its first row, at the earliest arrival of any member), so it never holds a
-    what-if back that its own anchors do not. Not a copy of a present
-    member's arrival: in a straggler's own group the last present member is the straggler, and
-    an absent member that copied it would be a second straggler no what-if of the first removes.
+    have arrived as soon as its own previous collective ended (before its first row, at the
+    earliest arrival of any member), and no later than the present members' median arrival, so it
+    never holds a what-if back that its own anchors do not. Its latest end may be on another
+    stream that kept working while this collective waited: a tensor-parallel pair's all-reduces go
+    on while the data-parallel gradient all-reduce waits for a straggler's replica, and an arrival
+    at their end held that all-reduce in every what-if of the straggler (seed 38000 #0108: rank 5's
+    stall in the step rank 6 was cut replayed for 0.25 %, 2.0 % from the same job untruncated;
+    now 2.0 %). Not a copy of the last present member's arrival: in a straggler's own group the
+    last present member is the straggler, and an absent member that copied it would be a second
+    straggler no what-if of the first removes.
 
     Its arrivals are then replayed like any rank's, anchored on its own previous collectives (its
     other communicators' instances, where the straggler holds it), so a what-if that speeds the
@@ -341,7 +346,8 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
     seen = mc.group_by("rank").agg(pl.col("end_ns").max().alias("_seen"))
     present = (members.group_by("instance_id")
                .agg(pl.col("rank").alias("_present"), pl.col("arrival_ns").min().alias("_first"),
-                    pl.col("arrival_ns").max().alias("_last"), pl.col("end_ns").median().cast(pl.Int64).alias("_end"))
+                    pl.col("arrival_ns").max().alias("_last"), pl.col("arrival_ns").median().cast(pl.Int64).alias("_mid"),
+                    pl.col("end_ns").median().cast(pl.Int64).alias("_end"))
                .with_columns((pl.col("_end") - pl.col("_last")).alias("_transfer")))
     kind = instances.select("instance_id", "op", "bytes", "group_size")
     ref = complete_reference(present.join(kind, on="instance_id"), "_transfer",
@@ -365,8 +371,12 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
     miss = (miss.sort("_last")
             .join_asof(ends, left_on="_last", right_on="_prev_end", by="rank", strategy="backward", check_sortedness=False))
     arrival = (pl.when(pl.col("_late")).then(pl.col("_end") - pl.col("_ref").cast(pl.Int64))
-               # before its first row: as soon as anyone (a rank without a trace has no start of its own)
-               .otherwise(pl.coalesce(pl.col("_prev_end"), pl.lit(members["arrival_ns"].min())).cast(pl.Int64)))
+               # before its first row: as soon as anyone (a rank without a trace has no start of its own);
+               # never after the present members' median arrival: its latest end may be on another
+               # stream that kept working while this collective waited (a TP pair's all-reduces go on
+               # while the data-parallel gradient all-reduce waits for a straggler's replica)
+               .otherwise(pl.min_horizontal(pl.coalesce(pl.col("_prev_end"), pl.lit(members["arrival_ns"].min())),
+                                            pl.col("_mid")).cast(pl.Int64)))
     tol = pl.when(pl.col("_late")).then((pl.col("_ref") * ABSENT_EXCESS).cast(pl.Int64))
     rows = miss.select("instance_id", "rank", "step", arrival.alias("arrival_ns"), pl.col("_end").alias("end_ns"),
                        tol.alias("anchor_tol_ns")).join(

@@ -560,3 +560,30 @@ def test_a_host_whose_only_peer_left_no_trace_replays_like_the_other_hosts() -> 
     assert culprits_like_median_peer(gone, [0]) == pytest.approx(truth, rel=0.05)
     calm = build_timeline(*_hosts(slow_ns=0, traceless=(1,)), world=6)
     assert calm is not None and culprits_like_median_peer(calm, [0]) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_an_absent_member_that_was_not_waited_for_arrives_no_later_than_the_median() -> None:
+    """Rank 2's trace ends at 5 ms. Afterwards its tensor-parallel partner, rank 3, goes on with
+    their all-reduces (rank 2 is absent there; one ends at 25 ms), while the data-parallel
+    all-reduce of ranks 0, 1 and 2 waits for rank 1 (arrivals 10 and 30 ms, then 1 ms of transfer,
+    as where every member was recorded: nobody waited for rank 2). Rank 2's latest end before
+    that all-reduce is on the other stream; estimated there (25 ms) it would hold the all-reduce
+    in any what-if that moves rank 1 earlier. It came no later than the present members' median."""
+    from stallscope.analysis.whatif import absent_members
+
+    rows = [  # (instance, rank, arrival, end)
+        (0, 0, 1, 2), (0, 1, 1, 2), (0, 2, 1, 2),   # data-parallel, complete: 1 ms transfer
+        (1, 2, 3, 5), (1, 3, 3, 5),                 # tensor-parallel, complete; rank 2's last record
+        (2, 3, 24, 25),                             # tensor-parallel, rank 2 cut
+        (3, 0, 10, 31), (3, 1, 30, 31),             # data-parallel, rank 2 cut, rank 1 late
+    ]
+    members = pl.DataFrame([{"instance_id": i, "rank": r, "step": 0, "arrival_ns": a * MS, "end_ns": e * MS} for i, r, a, e in rows],
+                           schema_overrides={"rank": pl.Int32})
+    chan = {0: "pg:dp:0,1,2", 1: "pg:tp:2,3", 2: "pg:tp:2,3", 3: "pg:dp:0,1,2"}
+    size = {0: 3, 1: 2, 2: 2, 3: 3}
+    instances = pl.DataFrame([{"instance_id": i, "channel": chan[i], "step": 0, "op": "allreduce", "bytes": 1 << (20 + size[i]),
+                               "group_size": size[i], "members": sum(1 for x in rows if x[0] == i)} for i in range(4)])
+    hosts = pl.DataFrame({"rank": [0, 1, 2, 3], "host": ["a", "b", "c", "c"]}, schema_overrides={"rank": pl.Int32})
+    est = absent_members(members, instances, hosts).sort("instance_id")
+    assert est["instance_id"].to_list() == [2, 3] and est["rank"].to_list() == [2, 2]
+    assert est["arrival_ns"].to_list() == [5 * MS, 20 * MS]  # after its own last end; then the median of 10 and 30, not 25
