@@ -60,6 +60,9 @@ DOMINANT_LAST = 0.5
 #: a culprit rank whose absence from the set's what-if loses less than this share of its gain is
 #: noise riding along (see :meth:`Context._essential`); two real stragglers late in turn each hold ~half
 ESSENTIAL_SHARE = 0.1
+#: an origin whose stall hid behind a chosen rank's in the same step recovers alone at most this
+#: share of what it adds to the set (see :meth:`Context._hidden_behind`)
+HIDDEN_ALONE = 0.5
 #: a rank of a straggler set whose own extra work is under this share of what replaying it alone
 #: saves is held up, not a culprit (see :meth:`Context._held_up`)
 HELD_UP_SHARE = 0.1
@@ -941,7 +944,10 @@ class Context:
         rank to stay): fixing the chosen ranks alone would expose their stall. Seed 38000 #0118:
         DataLoader stalls of 167 and 124 ms on ranks 31 and 34 of a 64-rank pipeline in the same
         step; rank 31 alone replays for 6.0 %, rank 34 alone for nothing, both for 7.7 % (as
-        planted). Added one at a time, the largest own excess first, up to ``limit`` ranks."""
+        planted). Hidden, not merely another rank's noise: alone it recovers at most
+        ``HIDDEN_ALONE`` of what it adds to the set (a noisy rank's own hiccups add about what
+        they cost alone: ``noisy_sim`` ``n5_i2``, rank 14 alone 2.1 %, adding 2.2 % to straggler 7's
+        13.8 %, stays out). Added one at a time, the largest own excess first, up to ``limit`` ranks."""
         ls = self.late_sets
         steps = {s for s, rs in ls.per_step.items() if set(rs) & set(chosen)}
         cand = [r for r in self.origins - set(chosen) if steps & {s for s, rs in ls.per_step.items() if r in rs}]
@@ -954,7 +960,8 @@ class Context:
             if len(chosen) + len(added) >= limit:
                 break
             with_r = self.lost_if_like_peers(sorted(chosen + added + [r])) or 0.0
-            if with_r >= (1.0 + ESSENTIAL_SHARE) * lost:
+            gain = with_r - lost
+            if gain >= ESSENTIAL_SHARE * lost and (self.lost_if_like_peers([r]) or 0.0) <= HIDDEN_ALONE * gain:
                 added.append(int(r))
                 lost = with_r
         return added
