@@ -938,7 +938,7 @@ class Context:
 
     def _hidden_behind(self, chosen: list[int], set_lost: float, limit: int) -> list[int]:
         """Origins of lateness (:attr:`origins`) whose stall fell in a step where a chosen rank
-        was late and hid behind it: alone they recover nothing (the chosen rank's stall was
+        was late and hid behind it: alone they recover little (the chosen rank's stall was
         longer; everyone waited for it anyway), yet replayed with the chosen ranks they add at
         least ``ESSENTIAL_SHARE`` of the set's gain (the same share :meth:`_essential` asks of a
         rank to stay): fixing the chosen ranks alone would expose their stall. Seed 38000 #0118:

@@ -163,6 +163,18 @@ def test_without_step_marks_the_traces_keep_only_the_optimizer_steps(tmp_path: P
         assert text.count('"ph": "X"') == with_marks[path].count('"ph": "X"') - with_marks[path].count("ProfilerStep#")
     with pytest.raises(UsageError, match="step_marks"):
         generate("healthy", out=tmp_path / "c", seed=0, step_marks=False, windows=1)
+    # a killed rank's cut trace (no complete JSON) was profiled the same way: no marks there either
+    cut = generate("compute_straggler", out=tmp_path / "d", seed=5, step_marks=False, **(kw | dict(truncate=1)))
+    assert cut.bundle["truncated_traces"] and all("ProfilerStep#" not in text for text in traces(cut).values())
+
+
+def test_a_host_s_ranks_never_share_a_pid(tmp_path: Path) -> None:
+    """Launchers fork a host's local ranks one after another: distinct pids on every host (seed
+    38000 #0210 drew one pid for two ranks, and their traces and logs shared a name prefix)."""
+    for seed in range(40):
+        t = generate("healthy", out=tmp_path / str(seed), seed=seed, nodes=2, gpus=8, steps=2, detail="sparse", logs="none")
+        pairs = list(zip(t.job["rank_host"], t.job["rank_pid"]))
+        assert len(set(pairs)) == len(pairs), seed
 
 
 def test_bad_knobs_are_usage_errors(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ def mechanism(ctx: Context, ranks: list[int]) -> dict[str, float | str]:
 
 def hidden_text(ctx: Context, chosen: list[int]) -> str:
     """A sentence naming the chosen ranks whose stall hid behind another's in the same step (see
-    ``Context._hidden_behind``): alone their replay recovers nothing, so a fix of the others
+    ``Context._hidden_behind``): alone their replay recovers little, yet a fix of the others
     alone would expose them. Empty when there are none."""
     hidden = [r for r in ctx.sync_verdict.alternatives.get("hidden_behind", []) if r in chosen]
     if not hidden:
