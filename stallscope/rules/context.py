@@ -948,9 +948,8 @@ class Context:
         ``HIDDEN_ALONE`` of what it adds to the set (a noisy rank's own hiccups add about what
         they cost alone: ``noisy_sim`` ``n5_i2``, rank 14 alone 2.1 %, adding 2.2 % to straggler 7's
         13.8 %, stays out). Added one at a time, the largest own excess first, up to ``limit`` ranks."""
-        ls = self.late_sets
-        steps = {s for s, rs in ls.per_step.items() if set(rs) & set(chosen)}
-        cand = [r for r in self.origins - set(chosen) if steps & {s for s, rs in ls.per_step.items() if r in rs}]
+        steps = set(self._late_steps(chosen)[0])
+        cand = [r for r in self.origins - set(chosen) if steps & set(self._late_steps([r])[0])]
         if not cand or set_lost <= 0:
             return []
         own = {r: self.own_excess_share([r]) or 0.0 for r in cand}
