@@ -553,7 +553,8 @@ class Context:
         if (chosen and set_lost >= 0.01 and (set_lost >= 0.5 * jit or (jit < self.jitter_floor and not self.typical_varies))
                 and (not self._takes_turns(chosen) or _dominates(chosen, single))
                 and not self._chance_repeats(chosen, single, jit)
-                and not self._origins_spread(chosen, set_lost)):
+                and not self._origins_spread(chosen, set_lost)
+                and not self._jitter_tail(chosen)):
             host = self.whole_host_of(chosen)
             if host is not None:
                 return SyncVerdict("host", self.d.ranks_of(host), host, max(set_lost, host_lost), jit, late_steps, persistent, alt)
@@ -584,7 +585,8 @@ class Context:
                 # (seed 34000 #0014: GC pauses on ranks 28 and 30 in turns, 3.3 % of a 32-rank
                 # job whose replay with every rank at the median gains 6.8 %, floor 4.2 %)
                 above = full if self.typical_varies else full - self.jitter_floor
-                if o_lost >= 0.01 and (o_lost >= ORIGINS_EXPLAIN * above or full < self.jitter_floor):
+                if (o_lost >= 0.01 and (o_lost >= ORIGINS_EXPLAIN * above or full < self.jitter_floor)
+                        and not self._jitter_tail(o)):
                     host = self.whole_host_of(o)
                     if host is None:
                         o, o_lost = self._essential(o)
@@ -663,6 +665,26 @@ class Context:
         if self.n_steps < ONE_OFF_STEPS or rank in self.late_sets.persistent:
             return False
         return len(self.late_sets.intermittent.get(rank, [])) == 1
+
+    def _jitter_tail(self, ranks: list[int]) -> bool:
+        """Jitter, not stragglers: a short profile (under ``ONE_OFF_STEPS`` steps) in which the
+        typical rank varies (:attr:`typical_varies`: every rank's host-side time moves from step
+        to step), and each of ``ranks`` did more work than its role peers, by ``OWN_EXCESS_SHARE``
+        of the median step, in one step at most. When every rank jitters, each step waits for
+        its largest delay, and a heavy-tailed delay (data loading, OS noise) makes that one or two
+        ranks in a few steps, each once: they are the tail of the jitter, not culprits. A
+        straggler recurs, or its peers are quiet: a persistent one is above its peers in every
+        step (seed 39000 #0048: 16 jittering ranks of two hosts over 3 steps, ranks 0 and 1 the
+        latest once each, 5.1 % of an 11.5 % jitter; seed 38000 #0120: rank 7's one 56 % delay
+        among 8 ranks that vary by 6.5 % of a step). Long profiles have the one-off test instead
+        (:meth:`_one_off`)."""
+        if not ranks or self.n_steps >= ONE_OFF_STEPS or not self.typical_varies or self.step_ms <= 0:
+            return False
+        o = self._own_work_by_role().with_columns(pl.col("own").median().over("role", "step").alias("peer"))
+        thr = OWN_EXCESS_SHARE * self.step_ms * 1e6
+        above = (o.filter(pl.col("rank").is_in(ranks)).group_by("rank")
+                 .agg(((pl.col("own") - pl.col("peer")) >= thr).sum().alias("n")))
+        return above.height == len(set(ranks)) and int(above["n"].max()) <= 1
 
     def _host_leads(self, host: str) -> bool:
         """Whether ``host``'s ranks are the latest of all hosts' in most steps (≥ PERSISTENT_SHARE)

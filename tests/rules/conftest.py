@@ -131,6 +131,21 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
         torch_variant="kineto_2024", metadata=True, seq=False, naming="tensorboard", gzip=True, archive="tar.gz",
         logs="some", log_style="torchrun", detail="lean", clock_offset_ms=80.0, drift=False, red_herrings=True,
         graph_subsys=True, culprit_rank=0, culprit_host=0)),
+    # seed 39000 #0048: moderate jitter on 16 HSDP ranks of two hosts over 3 steps (lognormal
+    # delays); ranks 0 and 1 drew the largest, once each, and replay for 5.1 % of a 9.3 % what-if
+    "jitter_tail_hsdp": ("jitter_amplification", 3900117048, dict(
+        nodes=2, gpus=8, steps=3, parallelism="hsdp", severity="moderate", noise="medium", nccl_version="2.18.6",
+        torch_variant="kineto_2024", metadata=True, seq=False, naming="tensorboard", gzip=True, archive="dir",
+        logs="some", log_style="debug_file", detail="lean", clock_offset_ms=0.0, drift=False, red_herrings=False,
+        graph_subsys=True, step_marks=False, culprit_rank=2, culprit_host=0)),
+    # seed 37000 #0145: a severe compute straggler (rank 20) among 32 HSDP ranks that jitter, 3 steps:
+    # the typical rank varies, and rank 20 does more work than its peers in every step
+    "compute_in_jitter_short": ("two_faults", 3700111145, dict(
+        nodes=4, gpus=8, steps=3, parallelism="hsdp", severity="severe", noise="low", nccl_version="2.18.6",
+        torch_variant="kineto_2024", metadata=True, seq=False, naming="tensorboard", gzip=False, archive="tar.gz",
+        logs="none", log_style="debug_file", detail="lean", clock_offset_ms=80.0, drift=False, red_herrings=True,
+        graph_subsys=False, culprit_rank=20, culprit_host=2, primary="compute_straggler",
+        secondary="jitter_amplification")),
     # seed 38000 #0118: DataLoader stalls of 167 and 124 ms on ranks 31 and 34 (two pipeline stages)
     # in the same step of a 64-rank job: rank 34's hides behind rank 31's (alone it replays for
     # nothing, with rank 31 for 1.7 % more: 7.7 % in all, as planted)

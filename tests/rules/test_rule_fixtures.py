@@ -66,6 +66,8 @@ EXPECTED: dict[str, set[str]] = {
     "jitter_subtle": {"SYN003"},
     "intermittent_hidden_pipeline": {"SYN002"},  # a second stall in the same step, hidden behind the first
     "jitter_both_hosts": {"SYN003"},  # origins on every host: the first host's share is not a straggler set
+    "compute_in_jitter_short": {"SYN001"},  # every rank varies, but the straggler is above its peers in every step
+    "jitter_tail_hsdp": {"SYN003"},  # 3 steps, every rank varies: the largest delays, once each, are the jitter's tail
     "jitter_tp": {"SYN003"},
     "hoststall": {"SYN004"},
     "xsock_nologs": {"LOC001"},
@@ -701,6 +703,24 @@ def test_origins_on_every_host_are_jitter_not_one_hosts_stragglers(jobs: Any) ->
     assert len(hosts) == 2 and min(sum(host_of[r] == h for r in ctx.origins) for h in hosts) >= 3
     assert ctx.sync_verdict.kind == "jitter"
     assert set(j.fired()) == {"SYN003"}
+
+
+def test_the_largest_delays_of_a_short_jittery_profile_are_its_tail_not_stragglers(jobs: Any) -> None:
+    """Every rank of a 16-rank HSDP job jitters over 3 steps; ranks 0 and 1 drew the largest
+    delays, each once, and together replay for over half of the jitter what-if. The typical rank
+    varies and neither of them did more work than its peers in more than one step: jitter. A
+    persistent straggler is above its peers in every step, and keeps its verdict."""
+    j = jobs["jitter_tail_hsdp"]
+    ctx = j.ctx
+    assert ctx.typical_varies and ctx.n_steps == 3
+    assert (ctx.lost_if_like_peers([0, 1]) or 0.0) >= 0.5 * (ctx.lost_to_jitter() or 0.0)
+    assert ctx._jitter_tail([0, 1]) and ctx._jitter_tail([1])
+    assert ctx.sync_verdict.kind == "jitter"
+    assert {c for c in j.fired() if not c.startswith("ING")} == {"SYN003"}
+    # a rank above its peers in every step is a straggler, though every rank jitters around it
+    c = jobs["compute_in_jitter_short"]
+    assert c.ctx.typical_varies and c.ctx.n_steps == 3 and not c.ctx._jitter_tail([20])
+    assert c.fired()["SYN001"]["ranks"] == [20]
 
 
 def test_a_stall_hidden_behind_a_longer_one_in_the_same_step_joins_it(jobs: Any) -> None:
