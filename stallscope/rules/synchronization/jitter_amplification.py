@@ -37,7 +37,9 @@ class JitterAmplification(Rule):
         Reported when the what-if gain exceeds the noise floor — what synchronizing n ranks with
         1.6 % per-rank step-time noise costs anyway, 1.6 % × sqrt(2 ln n) (3.8 % at 16 ranks, 6 %
         at 1024) — and no small set of stragglers explains half of it (ranks late in many steps
-        by chance do not make a straggler when a dozen others take turns too). When the ranks
+        by chance do not make a straggler when a dozen others take turns too; in a profile of
+        three to five steps where every rank varies, ranks above their peers in one step at most
+        are the jitter's largest draws, not stragglers: ``Context._jitter_tail``). When the ranks
         differ mostly in compute time, not in host-side gaps (host-stall spread under 75 % of the
         compute spread), the waiting is the GPUs' own kernel-time noise, which synchronous
         training always pays at every synchronization: then the gain must exceed twice the floor
