@@ -667,16 +667,17 @@ class Context:
         return len(self.late_sets.intermittent.get(rank, [])) == 1
 
     def _jitter_tail(self, ranks: list[int]) -> bool:
-        """Jitter, not stragglers: a short profile (three steps or more, under ``ONE_OFF_STEPS``) in which the
+        """Jitter, not stragglers: a short profile (3 to ``ONE_OFF_STEPS`` - 1 steps) in which the
         typical rank varies (:attr:`typical_varies`: every rank's host-side time moves from step
         to step), and each of ``ranks`` did more work than its role peers, by ``OWN_EXCESS_SHARE``
         of the median step, in one step at most. When every rank jitters, each step waits for
         its largest delay, and a heavy-tailed delay (data loading, OS noise) makes that one or two
-        ranks in a few steps, each once: they are the tail of the jitter, not culprits. A
-        straggler recurs, or its peers are quiet: a persistent one is above its peers in every
-        step (seed 39000 #0048: 16 jittering ranks of two hosts over 3 steps, ranks 0 and 1 the
-        latest once each, 5.1 % of an 11.5 % jitter; seed 38000 #0120: rank 7's one 56 % delay
-        among 8 ranks that vary by 6.5 % of a step). Long profiles have the one-off test instead
+        ranks in a few steps, each once: they are the tail of the jitter, not culprits (seed
+        39000 #0048: 16 jittering ranks of two hosts over 3 steps, ranks 0 and 1 the latest once
+        each, 5.1 % of an 11.5 % jitter). A straggler recurs, or its peers are quiet: a persistent
+        one is above its peers in every step, and a rank above them in two of three steps stays
+        a straggler (seed 38000 #0120, rank 7 by 15 % and 73 % of a step, though planted as the
+        jitter's largest draws). Long profiles have the one-off test instead
         (:meth:`_one_off`); in two steps, one is half the profile, as often as an intermittent
         straggler stalls (seed 38000 #0201: GC pauses of 5 ms on rank 0 in one step and rank 9 in
         the other, under noise that moves the typical rank 0.6 % of a step)."""
