@@ -683,7 +683,7 @@ class Context:
         the other, under noise that moves the typical rank 0.6 % of a step)."""
         if not ranks or not 3 <= self.n_steps < ONE_OFF_STEPS or not self.typical_varies or self.step_ms <= 0:
             return False
-        o = self._own_work_by_role().with_columns(pl.col("own").median().over("role", "step").alias("peer"))
+        o = self._own_and_peers()
         thr = OWN_EXCESS_SHARE * self.step_ms * 1e6
         above = (o.filter(pl.col("rank").is_in(ranks)).group_by("rank")
                  .agg(((pl.col("own") - pl.col("peer")) >= thr).sum().alias("n")))
@@ -802,7 +802,7 @@ class Context:
         tl = self.timeline
         if b.height == 0 or tl is None or self.n_steps < 3 or self.step_ms <= 0:
             return []
-        o = self._own_work_by_role().with_columns(pl.col("own").median().over("role", "step").alias("peer"))
+        o = self._own_and_peers()
         o = o.with_columns(((pl.col("own") - pl.col("peer")).abs().median().over("role", "step") * 1.4826).alias("sigma"))
         thr = pl.max_horizontal(3.0 * pl.col("sigma"), pl.lit(OWN_EXCESS_SHARE * self.step_ms * 1e6))
         per = (o.with_columns((pl.col("own") - pl.col("peer") > thr).alias("above"))
@@ -1026,6 +1026,10 @@ class Context:
     def _own_work_by_role(self) -> pl.DataFrame:
         """rank, step, own (:data:`OWN_WORK`), role (the rank's most frequent synchronous group)."""
         return self.d.breakdown.select("rank", "step", OWN_WORK.alias("own")).join(self.roles(), on="rank", how="left")
+
+    def _own_and_peers(self) -> pl.DataFrame:
+        """:meth:`_own_work_by_role` with ``peer``: the median own work of the rank's role in that step."""
+        return self._own_work_by_role().with_columns(pl.col("own").median().over("role", "step").alias("peer"))
 
     def own_excess_share(self, ranks: list[int]) -> float | None:
         """Upper bound on what ``ranks`` behaving like their peers can save, as a share of the
