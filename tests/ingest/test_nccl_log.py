@@ -337,6 +337,17 @@ def test_warn_formats_and_error_traces(tmp_path: Path) -> None:
     assert [f["value"] for f in facts if f["key"] == "version_range"] == ["2.30.7+"]
 
 
+def test_mangled_decimals_are_no_numbers(tmp_path: Path) -> None:
+    """A cut or mangled number ("-.", ".") is no time and no bandwidth: the line keeps what parses
+    (found by the property test: "topo -.-0" raised from float())."""
+    lines = ["Init timings - ncclCommInitRankConfig: rank 0 nranks 8 total 0.50 (kernels 0.20, alloc 0.01, bootstrap "
+             "0.10, allgathers 0.01, topo -.-0, graphs 0.01, connections 0.10, rest 0.01)",
+             "Bootstrap timings total . (create 0.00, send 0.00, recv 0.00, ring 0.00, delay 0.00)"]
+    df = parse(tmp_path, "".join(P + ln + "\n" for ln in lines))["df"]
+    (t,) = df["nccl_init_timings"].to_dicts()
+    assert (t["total_s"], t["kernels_s"], t["topo_s"]) == (0.5, 0.2, None)
+
+
 def test_timings_both_layouts_and_channels(tmp_path: Path) -> None:
     lines = ["Init timings: rank 2 nranks 16 total 1.08 (kernels 0.51, bootstrap 0.22, allgathers 0.01, topo 0.28, graphs 0.04, "
              "connections 0.02, rest 0.01)",

@@ -81,10 +81,12 @@ SPLIT_RE = re.compile(
     r" color (?P<color>-?\d+) key (?P<key>-?\d+)"
 )
 INIT_TIMINGS_RE = re.compile(
-    r"Init timings(?: - (?P<func>\w+))?: rank (?P<rank>-?\d+) nranks (?P<n>\d+) total (?P<total>[\d.]+) \((?P<ph>[^)]*)\)"
+    r"Init timings(?: - (?P<func>\w+))?: rank (?P<rank>-?\d+) nranks (?P<n>\d+) total (?P<total>(?:\d+(?:\.\d*)?|\.\d+)) \((?P<ph>[^)]*)\)"
 )
-BOOTSTRAP_TIMINGS_RE = re.compile(r"Bootstrap timings total (?P<total>[\d.]+) \((?P<ph>[^)]*)\)")
-PHASE_RE = re.compile(r"(\w+) (-?[\d.]+(?:e[-+]?\d+)?)")
+BOOTSTRAP_TIMINGS_RE = re.compile(r"Bootstrap timings total (?P<total>(?:\d+(?:\.\d*)?|\.\d+)) \((?P<ph>[^)]*)\)")
+#: a phase and its time. In this module, decimals are spelled so that only numbers float() reads
+#: match (``[\d.]+`` took "." and "-." from mangled lines: "topo -.-0" is no time)
+PHASE_RE = re.compile(r"(\w+) (-?(?:\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?)")
 INIT_PHASES = ("kernels", "alloc", "bootstrap", "allgathers", "topo", "graphs", "connections", "rest")
 BOOTSTRAP_PHASES = ("create", "send", "recv", "ring", "delay")
 
@@ -152,13 +154,13 @@ IB_HCA_RE = re.compile(r" hca (?P<h>\S+)")
 
 _NODE = r"(?:CPU|GPU|NIC|NET|PCI|NVS|C2C|GIN)/[0-9A-Fa-f-]+"
 TOPO_LINK_RE = re.compile(
-    r"(?P<ind> *)\+ (?P<type>\w+)\[(?P<bw>[\d.]+)\] - (?P<node>" + _NODE + r")(?: \((?P<info>[^)]*)\))?\s*$"
+    r"(?P<ind> *)\+ (?P<type>\w+)\[(?P<bw>(?:\d+(?:\.\d*)?|\.\d+))\] - (?P<node>" + _NODE + r")(?: \((?P<info>[^)]*)\))?\s*$"
 )
 TOPO_NODE_RE = re.compile(r"(?P<ind> *)(?P<node>" + _NODE + r")(?: \((?P<info>[^)]*)\))?\s*$")
 TOPO_PATH_RE = re.compile(r"(?P<node>" + _NODE + r") :(?P<rest>.*)$")
-TOPO_PATH_ENTRY_RE = re.compile(r"(?P<node>" + _NODE + r") \((?P<hops>\d+)/(?P<bw>[\d.]+)/(?P<type>\w+)\)")
+TOPO_PATH_ENTRY_RE = re.compile(r"(?P<node>" + _NODE + r") \((?P<hops>\d+)/(?P<bw>(?:\d+(?:\.\d*)?|\.\d+))/(?P<type>\w+)\)")
 PATTERN_RE = re.compile(
-    r"Pattern (?P<p>\d+), crossNic (?P<cn>\d+), nChannels (?P<nc>\d+), bw (?P<bi>[\d.]+)/(?P<be>[\d.]+),"
+    r"Pattern (?P<p>\d+), crossNic (?P<cn>\d+), nChannels (?P<nc>\d+), bw (?P<bi>(?:\d+(?:\.\d*)?|\.\d+))/(?P<be>(?:\d+(?:\.\d*)?|\.\d+)),"
     r" type (?P<ti>\w+)/(?P<te>\w+), sameChannels (?P<sc>\d+)"
 )
 GRAPH_CHANNEL_RE = re.compile(r" *(?P<ch>\d+) : (?P<path>.+?)\s*$")
@@ -172,10 +174,10 @@ NCCLTESTS_RANK_RE = re.compile(
 NCCLTESTS_HEADER_RE = re.compile(r"#\s+size\s+count\s+type\s+redop")
 NCCLTESTS_ROW_RE = re.compile(
     r"\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>\w+)\s+(?P<redop>\w+)\s+(?P<root>-?\d+)"
-    r"\s+(?P<t1>[\d.]+)\s+(?P<a1>[\d.]+)\s+(?P<b1>[\d.]+)\s+(?P<w1>\S+)"
-    r"\s+(?P<t2>[\d.]+)\s+(?P<a2>[\d.]+)\s+(?P<b2>[\d.]+)\s+(?P<w2>\S+)\s*$"
+    r"\s+(?P<t1>(?:\d+(?:\.\d*)?|\.\d+))\s+(?P<a1>(?:\d+(?:\.\d*)?|\.\d+))\s+(?P<b1>(?:\d+(?:\.\d*)?|\.\d+))\s+(?P<w1>\S+)"
+    r"\s+(?P<t2>(?:\d+(?:\.\d*)?|\.\d+))\s+(?P<a2>(?:\d+(?:\.\d*)?|\.\d+))\s+(?P<b2>(?:\d+(?:\.\d*)?|\.\d+))\s+(?P<w2>\S+)\s*$"
 )
-NCCLTESTS_AVG_RE = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<v>[\d.]+)")
+NCCLTESTS_AVG_RE = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<v>(?:\d+(?:\.\d*)?|\.\d+))")
 NCCLTESTS_OOB_RE = re.compile(r"#\s*Out of bounds values\s*:\s*(?P<v>.+?)\s*$")
 
 # -- NCCL enums ------------------------------------------------------------------------------
