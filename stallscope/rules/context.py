@@ -513,6 +513,9 @@ class Context:
         alt["host_persistent"] = host_persistent
         leads = self._host_leads(host_best) and self._host_late_together(host_best) if host_best is not None else False
         alt["host_leads"] = leads
+        if leads and self._host_jitter_tail(host_best):
+            alt["host_jitter_tail"] = True
+            leads = False
         if (host_best is not None and host_lost >= HOST_OVER_RANKS * rank_lost and host_lost >= 0.01 and host_lost >= jit_bar and leads
                 and not (minority and rank_lost >= 0.5 * host_lost) and not (inside and set(inside) <= set(chosen))):
             hranks = self.d.ranks_of(host_best)
@@ -683,11 +686,37 @@ class Context:
         the other, under noise that moves the typical rank 0.6 % of a step)."""
         if not ranks or not 3 <= self.n_steps < ONE_OFF_STEPS or not self.typical_varies or self.step_ms <= 0:
             return False
-        o = self._own_and_peers()
-        thr = OWN_EXCESS_SHARE * self.step_ms * 1e6
-        above = (o.filter(pl.col("rank").is_in(ranks)).group_by("rank")
-                 .agg(((pl.col("own") - pl.col("peer")) >= thr).sum().alias("n")))
+        above = self._above_peers(ranks).group_by("rank").agg(pl.col("above").sum().alias("n"))
         return above.height == len(set(ranks)) and int(above["n"].max()) <= 1
+
+    def _above_peers(self, ranks: list[int]) -> pl.DataFrame:
+        """Per rank of ``ranks`` and step (:meth:`_own_and_peers`), ``above``: it did more work than
+        its role peers' median by ``OWN_EXCESS_SHARE`` of the median step."""
+        thr = OWN_EXCESS_SHARE * self.step_ms * 1e6
+        return (self._own_and_peers().filter(pl.col("rank").is_in(ranks))
+                .with_columns(((pl.col("own") - pl.col("peer")) >= thr).alias("above")))
+
+    def _host_jitter_tail(self, host: str) -> bool:
+        """Jitter, not a slow host: in a short profile where the typical rank varies
+        (:meth:`_jitter_tail` of the host's ranks: none of them did more work than its role peers
+        in more than one step), every step in which the host's ranks were late is a step in which
+        one of them did (by ``OWN_EXCESS_SHARE`` of the median step). Ranks that sync inside their
+        host first (a tensor-parallel group) are late together whenever one of them is, so the
+        largest delays of a jittering job make whole hosts late, in turns or twice on one host:
+        their lateness starts on one rank per step, a different one each time (seed 40000 #0198:
+        12 ranks of three 4-GPU tensor-parallel hosts jittering over 3 steps; rank 11's 6.5 ms
+        and rank 9's 8.1 ms DataLoader delays made their host the latest in two steps, 6.7 % for
+        the host against 2.4 % planted jitter). A placement fault slows its host's ranks in
+        every step: their own work grows in most steps (a CPU or memory placement), or none of
+        it does and the host's collectives are what is slow (P2P off, a NIC across the sockets):
+        either way some late step has no single rank's spike behind it."""
+        ranks = self.d.ranks_of(host)
+        if len(ranks) < 2 or not self._jitter_tail(ranks):
+            return False
+        steps = self._late_steps(ranks)[0]
+        if not steps:
+            return False
+        return set(steps) <= set(self._above_peers(ranks).filter(pl.col("above"))["step"].to_list())
 
     def _host_leads(self, host: str) -> bool:
         """Whether ``host``'s ranks are the latest of all hosts' in most steps (≥ PERSISTENT_SHARE)

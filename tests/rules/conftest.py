@@ -138,6 +138,20 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
         torch_variant="kineto_2024", metadata=True, seq=False, naming="tensorboard", gzip=True, archive="dir",
         logs="some", log_style="debug_file", detail="lean", clock_offset_ms=0.0, drift=False, red_herrings=False,
         graph_subsys=True, step_marks=False, culprit_rank=2, culprit_host=0)),
+    # seed 40000 #0198: subtle jitter on 12 ranks of three 4-GPU tensor-parallel hosts over 3 steps;
+    # rank 11's and rank 9's DataLoader delays (6.5 and 8.1 ms) made their host the latest in two steps
+    "jitter_tp_hosts_short": ("jitter_amplification", 4000120198, dict(
+        nodes=3, gpus=4, steps=3, parallelism="tp_dp", severity="subtle", noise="high", nccl_version="2.20.5",
+        torch_variant="kineto_2025", metadata=True, seq=True, naming="rank", gzip=True, archive="tar.gz",
+        logs="none", log_style="debug_file", detail="lean", clock_offset_ms=30.0, drift=False, red_herrings=True,
+        graph_subsys=True, culprit_rank=0, culprit_host=0)),
+    # seed 40000 #0050 without its logs: a socket fallback under a 2-stage pipeline of two 4-GPU
+    # hosts, rank 5's trace lost (its partner rank 1's sends and receives have one end recorded)
+    "socket_pipeline_lost_rank": ("socket_fallback", 4000120050, dict(
+        nodes=2, gpus=4, steps=6, parallelism="pipeline", severity="moderate", noise="low", nccl_version="2.21.5",
+        torch_variant="kineto_2025", metadata=True, seq=True, naming="tensorboard", gzip=False, archive="tar.gz",
+        logs="none", log_style="debug_file", detail="full", clock_offset_ms=30.0, drift=True, red_herrings=False,
+        graph_subsys=True, drop=1, culprit_rank=3, culprit_host=0)),
     # seed 37000 #0145: a severe compute straggler (rank 20) among 32 HSDP ranks that jitter, 3 steps:
     # the typical rank varies, and rank 20 does more work than its peers in every step
     "compute_in_jitter_short": ("two_faults", 3700111145, dict(

@@ -68,6 +68,8 @@ EXPECTED: dict[str, set[str]] = {
     "jitter_both_hosts": {"SYN003"},  # origins on every host: the first host's share is not a straggler set
     "compute_in_jitter_short": {"SYN001"},  # every rank varies, but the straggler is above its peers in every step
     "jitter_tail_hsdp": {"SYN003"},  # 3 steps, every rank varies: the largest delays, once each, are the jitter's tail
+    "jitter_tp_hosts_short": {"SYN003"},  # ... and make whole tensor-parallel hosts late, one rank's spike a step
+    "socket_pipeline_lost_rank": {"FAB001"},  # a stage's partner without a trace: its pairs still cross the fabric
     "jitter_tp": {"SYN003"},
     "hoststall": {"SYN004"},
     "xsock_nologs": {"LOC001"},
@@ -721,6 +723,40 @@ def test_the_largest_delays_of_a_short_jittery_profile_are_its_tail_not_straggle
     c = jobs["compute_in_jitter_short"]
     assert c.ctx.typical_varies and c.ctx.n_steps == 3 and not c.ctx._jitter_tail([20])
     assert c.fired()["SYN001"]["ranks"] == [20]
+
+
+def test_hosts_made_late_by_one_rank_s_spike_a_step_in_a_short_jittery_profile_are_jitter(jobs: Any) -> None:
+    """Every rank of three 4-GPU tensor-parallel hosts jitters over 3 steps; a host's ranks sync
+    among themselves first, so one rank's DataLoader delay makes its whole host late. Ranks 11
+    and 9 drew the largest delays, in two different steps: their host leads and replays for more
+    than the jitter what-if, yet each step it was late in starts on one of its ranks, and none of
+    them did more work than its peers twice: jitter, not a slow host. A host slowed by its
+    placement (every rank's CPU work grows, every step) keeps its verdict."""
+    j = jobs["jitter_tp_hosts_short"]
+    ctx = j.ctx
+    assert ctx.typical_varies and ctx.n_steps == 3
+    v = ctx.sync_verdict
+    host = v.alternatives["host"]
+    assert set(ctx.d.ranks_of(host)) == {8, 9, 10, 11} and v.alternatives["host_lost"] > (ctx.lost_to_jitter() or 0.0)
+    assert ctx._host_jitter_tail(host) and v.kind == "jitter"
+    assert j.causes() == {"SYN003"}
+    x = jobs["xsock_tp_inside"]
+    assert not x.ctx._host_jitter_tail(x.ctx.sync_verdict.host) and x.ctx.sync_verdict.kind == "host"
+
+
+def test_a_pipeline_partner_without_a_trace_still_moves_its_bytes_over_the_fabric(jobs: Any) -> None:
+    """Rank 5's trace is lost; rank 1 sends activations to it and receives gradients from it over
+    a socket, each pair with one end recorded. Hosts hold blocks of four ranks, so rank 5 was on
+    the second host: those pairs cross hosts, rank 5 gets estimated rows there, and a what-if of
+    a faster fabric speeds them as it speeds the others (recorded alone, rank 1's pairs were its
+    own work and held every replay back: 0.2 % of a 9.7 % fault)."""
+    j = jobs["socket_pipeline_lost_rank"]
+    ctx = j.ctx
+    assert 5 not in ctx.d.ranks["rank"].to_list()
+    lone = ctx.d.instances.filter(pl.col("channel").is_in(["p2p:1->5", "p2p:5->1"]))
+    assert lone.height and set(lone["members"].to_list()) == {1} and set(lone["scope"].to_list()) == {"inter"}
+    assert ctx.timeline is not None and ctx.timeline.estimated
+    assert j.fired()["FAB001"]["lost_time_fraction"] >= 0.05
 
 
 def test_a_stall_hidden_behind_a_longer_one_in_the_same_step_joins_it(jobs: Any) -> None:
