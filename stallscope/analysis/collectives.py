@@ -151,13 +151,16 @@ def match_rows(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     if anon.height == 0:
         return rows
     relabel: dict[tuple[str, int], str] = {}
+    # ranks of the job without a trace: groups that lost one are short (:func:`_equal_sized`)
+    traced, declared, top = con.execute("SELECT count(DISTINCT rank), max(world_size), max(rank) FROM ranks").fetchall()[0]
+    missing = max(int(declared or 0), int(top if top is not None else -1) + 1) - int(traced or 0)
     for (channel,), grp in anon.group_by("channel"):
         sizes = grp["group_size"].drop_nulls()
         if sizes.len() == grp.height and sizes.n_unique() == 1 and int(sizes[0]) == grp["rank"].n_unique():
             continue  # every row says its group has exactly the channel's ranks: one group, nothing to split
         tol = CPU_COHERENT_END_NS if channel == "cpu" else COHERENT_END_NS
         groups = _coherent_groups(grp, tol, max(tol, SAME_HOST_END_NS))
-        groups = _equal_sized(groups, dict(zip(grp["rank"].to_list(), grp["host"].to_list())))
+        groups = _equal_sized(groups, dict(zip(grp["rank"].to_list(), grp["host"].to_list())), missing=missing)
         if len(groups) > 1:
             for label, ranks in groups.items():
                 for r in ranks:
@@ -263,12 +266,19 @@ def _step_jumps(d, t, steps, jump_ns: float):
     return bool(out[0]) if one else out
 
 
-def _equal_sized(groups: dict[int, list[int]], host: dict[int, str]) -> dict[int, list[int]]:
+def _equal_sized(groups: dict[int, list[int]], host: dict[int, str], missing: int = 0) -> dict[int, list[int]]:
     """Groups of one stream come from one dimension of the parallelism (``new_group`` or a
     DeviceMesh axis): they have equal sizes. When end-time coherence left unequal groups — the
     smallest of size g, the larger ones each made of whole hosts holding g of their ranks — the
     larger ones are groups of g that ran in lockstep on their hosts (tensor-parallel groups of
     healthy hosts, beside one host that is slower), and are split by host.
+
+    ``missing``: ranks of the job that left no trace. A group that lost one is smaller than its
+    size, and is not what the others split to: g is then the smallest size the larger groups
+    split to by host, with the groups and host parts under it short by no more ranks than are
+    missing (seed 39000 #0054 with rank 9 dropped: the stage groups of hosts 0 and 3 ran in
+    lockstep, one group of 8 beside the 4 of host 1 and the 3 of host 2; split to 3 they were no
+    hosts of 3 and stayed a group of 8 across two hosts).
 
     A group of one rank is no collective: it is a rank whose coherence could not be tested (a
     truncated trace with too few positions). It does not set g; it joins the one group that is
@@ -278,24 +288,29 @@ def _equal_sized(groups: dict[int, list[int]], host: dict[int, str]) -> dict[int
     multi = {k: v for k, v in groups.items() if len(v) > 1}
     if not multi:
         return groups
-    sizes = {len(v) for v in multi.values()}
-    out: dict[int, list[int]] = {}
+    sizes = sorted({len(v) for v in multi.values()})
     if len(sizes) < 2:
-        out = dict(multi)
-    else:
-        g = min(sizes)
+        return _place_singles(dict(multi), single, host)
+    for g in sizes:
+        out: dict[int, list[int]] = {}
+        short = 0
         for ranks in multi.values():
-            if len(ranks) == g:
+            if len(ranks) <= g:
+                short += g - len(ranks)
                 out[min(ranks)] = ranks
                 continue
             parts: dict[str, list[int]] = {}
             for r in ranks:
                 parts.setdefault(host.get(r, f"rank-{r}"), []).append(r)
-            if any(len(v) != g for v in parts.values()):
-                return _place_singles(dict(multi), single, host)  # not whole hosts of g ranks: keep what coherence found
+            if any(len(v) > g for v in parts.values()):
+                break
+            short += sum(g - len(v) for v in parts.values())
             for v in parts.values():
                 out[min(v)] = sorted(v)
-    return _place_singles(out, single, host)
+        else:
+            if short <= missing:
+                return _place_singles(out, single, host)
+    return _place_singles(dict(multi), single, host)  # not whole hosts of g ranks: keep what coherence found
 
 
 def _place_singles(groups: dict[int, list[int]], single: list[int], host: dict[int, str]) -> dict[int, list[int]]:
@@ -414,8 +429,63 @@ def bus_factor(op: str, n: int) -> float:
     return 1.0
 
 
-def instances_and_members(rows: pl.DataFrame, offsets: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Aligned member metrics and per-instance summaries from matched rows and host offsets."""
+def traceless_hosts(hosts: dict[int, str], world: int) -> dict[int, str]:
+    """Hosts of the ranks below ``world`` that left no trace, where the others tell: launchers
+    (torchrun, SLURM's block distribution, MPI by node) give each host a contiguous block of G
+    ranks, G = world / hosts. When every rank of ``hosts`` (rank -> host, the ranks with a trace)
+    sits in its block and every block on one host of its own, a missing rank is on its block's
+    host. {} when the placement is anything else (ranks interleaved across hosts, blocks of
+    unequal size, a whole host missing).
+
+    >>> traceless_hosts({0: "a", 1: "a", 3: "b"}, 4)
+    {2: 'b'}
+    >>> traceless_hosts({0: "a", 1: "b", 3: "b"}, 4)
+    {}
+    """
+    names = sorted(set(hosts.values()))
+    missing = [r for r in range(world) if r not in hosts]
+    if not missing or not names or world % len(names):
+        return {}
+    g = world // len(names)
+    block_host: dict[int, str] = {}
+    for r, h in hosts.items():
+        if not 0 <= r < world or block_host.setdefault(r // g, h) != h:
+            return {}
+    if len(set(block_host.values())) != len(block_host):
+        return {}
+    return {r: block_host[r // g] for r in missing if r // g in block_host}
+
+
+def p2p_partner() -> pl.Expr:
+    """For an instance of a ``p2p:<a>-><b>`` or ``p2p:<a>-<b>`` channel with one member recorded
+    (``last_rank``), the other end of the pair; null for other channels."""
+    ends = pl.col("channel").cast(pl.String).str.extract_groups(r"^p2p:(\d+)(?:->|-)(\d+)$")
+    a, b = ends.struct.field("1").cast(pl.Int64, strict=False), ends.struct.field("2").cast(pl.Int64, strict=False)
+    return pl.when(pl.col("last_rank") == a).then(b).when(pl.col("last_rank") == b).then(a).alias("partner")
+
+
+def with_partner_scope(inst: pl.DataFrame, host_of: dict[int, str]) -> pl.DataFrame:
+    """A point-to-point instance with one member recorded (its partner left no trace, or its trace
+    ended first) crosses hosts when the partner's host (``host_of``: recorded, or inferred by
+    :func:`traceless_hosts`) differs from the member's: its ``scope`` is then ``inter``, as its
+    pair's other instances are (seed 40000 #0050: rank 5's trace lost, rank 1's activations to it
+    and gradients from it over a failed-over socket counted as intra-host)."""
+    single = (pl.col("members") == 1) & pl.col("op").is_in(P2P_OPS)
+    if not host_of or inst.filter(single).height == 0:
+        return inst
+    hosts = pl.DataFrame({"_r": list(host_of), "_h": list(host_of.values())}, schema={"_r": pl.Int64, "_h": pl.String})
+    x = (inst.with_columns(pl.when(single).then(p2p_partner()).alias("_p"), pl.col("last_rank").cast(pl.Int64).alias("_r"))
+         .join(hosts, on="_r", how="left")
+         .join(hosts.rename({"_r": "_p", "_h": "_ph"}), on="_p", how="left"))
+    crosses = single & pl.col("_h").is_not_null() & pl.col("_ph").is_not_null() & (pl.col("_h") != pl.col("_ph"))
+    return x.with_columns(pl.when(crosses).then(pl.lit("inter")).otherwise(pl.col("scope")).alias("scope")).drop("_p", "_r", "_h", "_ph")
+
+
+def instances_and_members(rows: pl.DataFrame, offsets: pl.DataFrame, *, traceless: dict[int, str] | None = None
+                          ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Aligned member metrics and per-instance summaries from matched rows and host offsets.
+    ``traceless``: the hosts of ranks that left no trace (:func:`traceless_hosts`), for the scope
+    of their partners' point-to-point transfers (:func:`with_partner_scope`)."""
     off = offsets.select("host", "offset_ns")
     m = (
         rows.join(off, on="host", how="left")
@@ -469,6 +539,10 @@ def instances_and_members(rows: pl.DataFrame, offsets: pl.DataFrame) -> tuple[pl
     inst = inst.with_columns(factor.alias("bus_factor"), algbw.alias("algbw_gbps")).with_columns(
         (pl.col("algbw_gbps") * pl.col("bus_factor")).alias("busbw_gbps"))
     inst = with_absent(inst, m["rank"])
+    # (a rank whose host no input names stands for a host of its own, ``rank-<r>``: no evidence here)
+    host_of = {int(r): str(h) for r, h in m.select("rank", "host").unique("rank").iter_rows()
+               if h is not None and str(h) != f"rank-{r}"}
+    inst = with_partner_scope(inst, host_of | (traceless or {}))
     members = m.select("instance_id", "rank", "host", "step", "arrival_ns", "end_ns", "wait_ns", "transfer_ns", "is_last", "cpu_start_ns")
     return inst, members
 

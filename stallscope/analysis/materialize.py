@@ -24,7 +24,7 @@ def _collectives_and_clocks(con: duckdb.DuckDBPyConnection) -> dict[str, pa.Tabl
     import polars as pl
 
     from stallscope.analysis.clock import estimate_offsets, infer_hosts
-    from stallscope.analysis.collectives import instances_and_members, match_rows, with_gating, with_readiness
+    from stallscope.analysis.collectives import instances_and_members, match_rows, traceless_hosts, with_gating, with_readiness
     from stallscope.store.queries import arrow_of
 
     rows = match_rows(con)
@@ -42,7 +42,9 @@ def _collectives_and_clocks(con: duckdb.DuckDBPyConnection) -> dict[str, pa.Tabl
             rows = rows.with_columns(pl.col("host").replace(new_host))
             ranks = ranks.with_columns(pl.coalesce(pl.col("host"), pl.col("rank").replace_strict(inferred, default=None, return_dtype=pl.String)).alias("host"))
             offsets = estimate_offsets(rows, ranks)
-    inst, members = instances_and_members(rows, offsets)
+    world = max(int(ranks["world_size"].max() or 0), int(ranks["rank"].max()) + 1) if ranks.height else 0  # type: ignore[arg-type]
+    known = {int(r): str(h) for r, h in ranks.select("rank", "host").iter_rows() if h is not None}
+    inst, members = instances_and_members(rows, offsets, traceless=traceless_hosts(known, world))
     members = with_gating(with_readiness(members, con, offsets), con, offsets)
     out.update({"clock_offsets": offsets.to_arrow(), "collective_instances": inst.to_arrow(), "collective_members": members.to_arrow()})
     return out

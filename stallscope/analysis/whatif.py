@@ -118,6 +118,17 @@ class Timeline:
         """Anchors, gaps and pacing rows for what-ifs that change transfers (:func:`waited_anchors`)."""
         return waited_anchors(self)
 
+    @cached_property
+    def estimated(self) -> dict[int, float]:
+        """Per position of an instance with a member's row estimated (:func:`absent_members`): its
+        transfer as replayed (the median over its rows). The recorded members' own "transfer" there
+        may be waiting for the absent one; the estimate of its arrival turned that into waiting,
+        and what is left is the time to move the bytes."""
+        rows = self.chain.filter(pl.col("absent"))
+        if rows.height == 0:
+            return {}
+        return {int(p): float(np.median(self.row_transfer[self.inst_rows[int(p)]])) for p in rows["pos"].unique().to_list()}
+
     @property
     def synchronous(self) -> np.ndarray:
         """Per position: a synchronous collective (a receive's gap before its send is a pipeline
@@ -307,15 +318,20 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
     instances after their last recorded end (any instance, for a rank with none) get a row. A rank
     without a trace has no host in the bundle and no steps: its rows are its whole timeline,
     no measure of anyone; without ``Process Group Ranks`` it is placed by elimination
-    (:func:`_traceless_members`, given ``world``). Point-to-point pairs and
-    instances of a group of unknown width are left as recorded; traces without collective
+    (:func:`_traceless_members`, given ``world``). A point-to-point pair with one end recorded
+    gets a row for the other end, which its channel names, where that rank left no trace or its
+    trace had ended (its reference: the pairs of the same op and size where both ends were
+    recorded; seed 40000 #0050: rank 5's trace lost, rank 1's sends to it and receives from it
+    were its own work in every replay, and kept rank 1 as slow in each what-if of the fabric:
+    0.2 % of a 9.7 % socket fallback). Instances of a group of unknown width are left as
+    recorded; traces without collective
     metadata declare no group size, and a group is then as wide as its family's fullest instance
     (:func:`stallscope.analysis.collectives.group_width`: seed 28000 #0050, a compute straggler's
     delay reached a cut rank's replica partner, replayed as its fixed "transfer" in the step the
     rank was cut: 22 % of 45 %). (Per-instance arrivals and ends are taken from ``members``, not
     ``instances``, so hand-built tables need only the group size.)"""
     from stallscope.analysis.collectives import (ABSENT_EXCESS, P2P_OPS, REFERENCE_KEY, complete_reference,
-                                                 declared_ranks, group_width, held_back)
+                                                 declared_ranks, group_width, held_back, p2p_partner)
 
     empty = members.clear()
     if "group_size" not in instances.columns or members.height == 0:
@@ -324,7 +340,9 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
         instances = instances.with_columns(pl.coalesce(pl.col("group_size"), group_width()).alias("group_size"))
     inst = instances.filter(pl.col("group_size").is_not_null() & (pl.col("members") < pl.col("group_size"))
                             & ~pl.col("op").is_in(P2P_OPS))
-    if inst.height == 0:
+    pairs = (instances.filter(pl.col("op").is_in(P2P_OPS) & (pl.col("members") == 1))
+             if {"channel", "last_rank"} <= set(instances.columns) else instances.clear())
+    if inst.height == 0 and pairs.height == 0:
         return empty
     mc = members.select("instance_id", "rank", "end_ns").join(instances.select("instance_id", "channel"), on="instance_id")
     # the channel's members: those recorded in it, and those its Process Group Ranks name (a rank
@@ -357,10 +375,22 @@ def absent_members(members: pl.DataFrame, instances: pl.DataFrame, hosts: pl.Dat
             .filter(pl.col("_set").list.len() == pl.col("group_size"))
             .with_columns(pl.col("_set").list.set_difference("_present").alias("rank"))
             .explode("rank").drop_nulls("rank")
-            .with_columns(pl.col("rank").cast(members.schema["rank"]))
-            .join(seen, on="rank", how="left")
+            .with_columns(pl.col("rank").cast(members.schema["rank"])))
+    miss = miss.join(ref, on=list(REFERENCE_KEY), how="left", nulls_equal=True).drop("_set")
+    if pairs.height:
+        # a pair with one end recorded: the other end, which the channel names, gets a row where
+        # it left no trace, or its trace ended before (below). Its reference: the pairs of the
+        # same op and size where both ends were recorded (a pair's declared group size is its
+        # process group's, the pipeline's or the world's: two members make it whole)
+        both = present.join(kind, on="instance_id").filter(pl.col("op").is_in(P2P_OPS))
+        pref = (both.filter((pl.col("_present").list.len() == 2) & (pl.col("_transfer") > 0))
+                .group_by("op", "bytes").agg(pl.col("_transfer").median().alias("_ref")))
+        other = (pairs.with_columns(p2p_partner().alias("rank")).drop_nulls("rank")
+                 .select("instance_id", "channel", "step", "op", "bytes", "group_size", pl.col("rank").cast(members.schema["rank"]))
+                 .join(present, on="instance_id").join(pref, on=["op", "bytes"], how="left", nulls_equal=True))
+        miss = pl.concat([miss, other], how="diagonal_relaxed")
+    miss = (miss.join(seen, on="rank", how="left")
             .filter(pl.col("_seen").is_null() | (pl.col("_first") > pl.col("_seen")))  # after its trace ended: not a matching gap
-            .join(ref, on=list(REFERENCE_KEY), how="left", nulls_equal=True)
             .with_columns(held_back("_transfer").alias("_late")))
     if miss.height == 0:
         return empty

@@ -61,3 +61,20 @@ def test_a_cut_member_of_a_group_without_a_declared_size_is_absent() -> None:
     got = with_absent(inst.with_row_index("instance_id"), pl.Series([0, 1, 4, 5]))
     assert got["absent"].to_list() == [False, True, False, False, False]
 
+
+
+def test_a_pair_with_one_end_recorded_crosses_hosts_where_the_other_end_lives_elsewhere() -> None:
+    """Rank 5 left no trace; hosts hold blocks of four ranks, so it was on host b with ranks 4, 6
+    and 7. Rank 1's sends to it cross hosts; rank 2's to rank 3 (cut, recorded on host a) do
+    not; where the placement tells nothing (ranks interleaved), the scope stays as recorded."""
+    from stallscope.analysis.collectives import traceless_hosts, with_partner_scope
+
+    hosts = {0: "a", 1: "a", 2: "a", 3: "a", 4: "b", 6: "b", 7: "b"}
+    assert traceless_hosts(hosts, 8) == {5: "b"}
+    assert traceless_hosts({0: "a", 1: "b", 2: "a", 3: "b", 4: "a", 6: "a", 7: "b"}, 8) == {}
+    inst = pl.DataFrame({"channel": ["p2p:1->5", "p2p:5->1", "p2p:2->3", "p2p:0->4", "pg:0:0,1,2,3"],
+                         "op": ["send", "recv", "send", "send", "allreduce"], "members": [1, 1, 1, 2, 3],
+                         "last_rank": [1, 1, 2, 4, 2], "scope": ["intra", "intra", "intra", "inter", "intra"]})
+    got = with_partner_scope(inst, hosts | traceless_hosts(hosts, 8))
+    assert got["scope"].to_list() == ["inter", "inter", "intra", "inter", "intra"]
+    assert with_partner_scope(inst, {0: "a", 1: "a", 2: "a", 3: "a", 4: "b"})["scope"].to_list() == inst["scope"].to_list()

@@ -68,3 +68,13 @@ def test_an_offset_that_jumps_between_steps_is_two_groups_a_drifting_one_is_not(
     slow_drift = 80e6 + 1.5e6 * steps
     assert not _step_jumps(slow_drift, slow_t, steps, 1e6)
     assert _step_jumps(slow_drift + np.where(steps == 2, 14e6, 0.0), slow_t, steps, 1e6)
+
+
+def test_a_group_short_of_a_rank_without_a_trace_does_not_set_the_size() -> None:
+    """Stage groups of four, one per host; rank 9 left no trace. Hosts h0 and h3 ran in lockstep
+    and coherence made them one group of 8, beside h1's 4 and h2's 3. The size is 4, not 3: h2's
+    group is short by the missing rank. With no rank missing, the same groups stay as found."""
+    host = {r: f"h{r // 4}" for r in range(16) if r != 9}
+    groups = {0: [0, 1, 2, 3, 12, 13, 14, 15], 4: [4, 5, 6, 7], 8: [8, 10, 11]}
+    assert _equal_sized(groups, host, missing=1) == {0: [0, 1, 2, 3], 12: [12, 13, 14, 15], 4: [4, 5, 6, 7], 8: [8, 10, 11]}
+    assert _equal_sized(groups, host) == groups

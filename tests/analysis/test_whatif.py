@@ -587,3 +587,33 @@ def test_an_absent_member_that_was_not_waited_for_arrives_no_later_than_the_medi
     est = absent_members(members, instances, hosts).sort("instance_id")
     assert est["instance_id"].to_list() == [2, 3] and est["rank"].to_list() == [2, 2]
     assert est["arrival_ns"].to_list() == [5 * MS, 20 * MS]  # after its own last end; then the median of 10 and 30, not 25
+
+
+def test_a_pair_whose_other_end_left_no_trace_gets_a_row_for_it() -> None:
+    """Rank 5 left no trace. Rank 1 sends to it and receives from it (``p2p:1->5``,
+    ``p2p:5->1``), each instance with rank 1 alone; the pairs 0-4 were recorded whole, 2 ms of
+    transfer. Rank 1's send took as long as theirs (rank 5 was there: estimated no later than
+    rank 1), its receive 6 ms (rank 5 came last, its arrival the reference before the end). A
+    traced rank whose row is missing from one pair (an unmatched row) gets none."""
+    from stallscope.analysis.whatif import absent_members
+
+    rows = [  # (instance, rank, arrival, end)
+        (0, 0, 1, 3), (0, 4, 1, 3),    # p2p:0->4, both ends: 2 ms
+        (1, 4, 4, 6), (1, 0, 4, 6),    # p2p:4->0, both ends: 2 ms
+        (2, 1, 1, 3),                  # p2p:1->5, rank 5 without a trace, on time
+        (3, 1, 4, 10),                 # p2p:5->1, rank 5 late: 4 ms of waiting
+        (4, 2, 1, 9),                  # p2p:2->6, rank 6 traced: an unmatched row
+        (5, 6, 12, 13), (5, 2, 12, 13),
+    ]
+    members = pl.DataFrame([{"instance_id": i, "rank": r, "step": 0, "arrival_ns": a * MS, "end_ns": e * MS} for i, r, a, e in rows],
+                           schema_overrides={"rank": pl.Int32})
+    chan = {0: "p2p:0->4", 1: "p2p:4->0", 2: "p2p:1->5", 3: "p2p:5->1", 4: "p2p:2->6", 5: "p2p:6->2"}
+    op = {0: "send", 1: "send", 2: "send", 3: "send", 4: "send", 5: "send"}
+    # a pair's declared group size is its process group's (here the pipeline's 8 ranks), never 2
+    instances = pl.DataFrame([{"instance_id": i, "channel": chan[i], "step": 0, "op": op[i], "bytes": 1 << 24, "group_size": 8,
+                               "members": sum(1 for x in rows if x[0] == i), "last_rank": max(x[1] for x in rows if x[0] == i)}
+                              for i in range(6)], schema_overrides={"last_rank": pl.Int32})
+    hosts = pl.DataFrame({"rank": [0, 1, 2, 4, 6], "host": ["a", "a", "a", "b", "b"]}, schema_overrides={"rank": pl.Int32})
+    est = absent_members(members, instances, hosts, world=8).sort("instance_id")
+    assert est["instance_id"].to_list() == [2, 3] and est["rank"].to_list() == [5, 5]
+    assert est["arrival_ns"].to_list() == [1 * MS, 8 * MS]

@@ -78,7 +78,7 @@ def transfers_at_bandwidth(ctx: Context, gbps: float | None = None, *, without: 
     tl = ctx.timeline
     if tl is None:
         return {}
-    inst = inter_expectations(ctx, without=without, min_bytes=64 << 10)
+    inst = inter_expectations(ctx, without=without, min_bytes=64 << 10, estimated=True)
     pos_of = {int(i): p for p, i in enumerate(tl.inst_ids.tolist())}
     out = {}
     for iid, b, f, exp, share in inst.select("instance_id", "bytes", "bus_factor", "expected_gbps", "share").iter_rows():
@@ -298,14 +298,21 @@ def expected_busbw(ctx: Context, *, without: str | None = None) -> tuple[float, 
     return REF_RDMA_GBPS, "reference"
 
 
-def inter_expectations(ctx: Context, *, without: str | None = None, min_bytes: int = MIN_BW_BYTES) -> pl.DataFrame:
+def inter_expectations(ctx: Context, *, without: str | None = None, min_bytes: int = MIN_BW_BYTES,
+                       estimated: bool = False) -> pl.DataFrame:
     """Bandwidth-bound inter-node instances with the bus bandwidth each should get.
 
     Concurrent communicators share a host's NICs: a group with k of a host's G ranks gets k/G of
     its capacity (one member per host, as in hybrid-sharded replicas, gets 1/G; a world group
     gets all of it). ``expected_gbps`` = capacity × min over the group's hosts of k/G.
+    ``estimated``: with the instances whose transfer the replay estimates (:func:`estimated_inter`):
+    what-ifs replay them at that bandwidth too, but they measure nothing.
     """
     inst = inter_transfers(ctx, min_bytes=min_bytes, p2p=True)
+    if estimated:
+        est = estimated_inter(ctx).filter(pl.col("bytes") >= min_bytes)
+        if est.height:
+            inst = pl.concat([inst, est.select(inst.columns)])
     if inst.height == 0:
         return inst.with_columns(pl.lit(None, dtype=pl.Float64).alias("expected_gbps"), pl.lit(None, dtype=pl.Float64).alias("share"))
     cap, _ = expected_busbw(ctx, without=without)
@@ -428,11 +435,35 @@ def transfers_scaled(ctx: Context, factor: float) -> dict[int, float]:
         return {}
     # without message sizes (older traces), a transfer of 0.5 ms or more is bandwidth-bound:
     # inter-node collective latency is tens of microseconds
+    sized = (pl.col("bytes") >= 64 << 10) | (pl.col("bytes").is_null() & (pl.col("transfer_ns") >= UNSIZED_BW_NS))
     inst = ctx.d.instances.filter(
-        (pl.col("scope") == "inter") & transfer_measured() & pl.col("op").is_in(BW_OPS + P2P_OPS)
-        & ((pl.col("bytes") >= 64 << 10) | (pl.col("bytes").is_null() & (pl.col("transfer_ns") >= UNSIZED_BW_NS))))
+        (pl.col("scope") == "inter") & transfer_measured() & pl.col("op").is_in(BW_OPS + P2P_OPS) & sized)
     pos_of = {int(i): p for p, i in enumerate(tl.inst_ids.tolist())}
-    return {pos_of[int(i)]: float(t) / factor for i, t in inst.select("instance_id", "transfer_ns").iter_rows() if int(i) in pos_of}
+    out = {pos_of[int(i)]: float(t) / factor for i, t in inst.select("instance_id", "transfer_ns").iter_rows() if int(i) in pos_of}
+    for i, t in estimated_inter(ctx).filter(sized).select("instance_id", "transfer_ns").iter_rows():
+        out[pos_of[int(i)]] = float(t) / factor
+    return out
+
+
+def estimated_inter(ctx: Context) -> pl.DataFrame:
+    """Inter-node instances of bandwidth-bound ops that lack a member the replay estimates
+    (:attr:`~stallscope.analysis.whatif.Timeline.estimated`: a rank without a trace, or whose
+    trace ended), with ``transfer_ns`` as replayed: no measure of the fabric (the recorded
+    members may have waited for the absent one), but their bytes cross it all the same, and a
+    what-if that speeds the fabric speeds them too. (Instances that measure their transfer, an
+    absent member that came early, are :func:`inter_transfers`' own.)"""
+    tl = ctx.timeline
+    inst = ctx.d.instances
+    if tl is None or not tl.estimated:
+        return inst.clear()
+    ids = tl.inst_ids
+    est = pl.DataFrame({"instance_id": [int(ids[p]) for p in tl.estimated], "_t": list(tl.estimated.values())},
+                       schema={"instance_id": inst.schema["instance_id"], "_t": pl.Float64})
+    return (inst.join(est, on="instance_id")
+            .filter((pl.col("scope") == "inter") & pl.col("op").is_in(BW_OPS + P2P_OPS) & ~transfer_measured())
+            .with_columns(pl.col("_t").cast(inst.schema["transfer_ns"]).alias("transfer_ns")).drop("_t")
+            .with_columns(pl.when(pl.col("transfer_ns") > 0).then(pl.col("bytes") / pl.col("transfer_ns") * pl.col("bus_factor"))
+                          .alias("busbw_gbps")))
 
 
 def transfers_without_handicap(ctx: Context, host: str, handicap: float) -> dict[int, float]:

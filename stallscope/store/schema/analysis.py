@@ -43,7 +43,8 @@ COLLECTIVE_INSTANCES = TableSpec(
         C("group_size", I32, "members the group declares (Group size / pg_ranks); null if unknown"),
         C("members", I32, "members found in the bundle"),
         C("hosts", I32, "distinct hosts among the members"),
-        C("scope", STR, "intra (all members on one host) | inter"),
+        C("scope", STR, "intra (all members on one host) | inter; a point-to-point pair with one end recorded is inter when "
+                          "the other end's host (recorded, or its rank's block of a host) is another"),
         C("consistent", BOOL, "all members agree on op (a send and its recv agree) and size"),
         C("first_arrival_ns", I64, "earliest member start (aligned)", "ns"),
         C("last_arrival_ns", I64, "latest member start (aligned): when everyone was there", "ns"),
