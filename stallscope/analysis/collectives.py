@@ -456,11 +456,16 @@ def traceless_hosts(hosts: dict[int, str], world: int) -> dict[int, str]:
     return {r: block_host[r // g] for r in missing if r // g in block_host}
 
 
+#: a point-to-point channel: ``p2p:<src>-><dst>`` (directed) or ``p2p:<a>-<b>`` (an exchange);
+#: groups 1 and 3 are the ends, group 2 the direction
+P2P_CHANNEL = r"^p2p:(\d+)(->|-)(\d+)$"
+
+
 def p2p_partner() -> pl.Expr:
-    """For an instance of a ``p2p:<a>-><b>`` or ``p2p:<a>-<b>`` channel with one member recorded
+    """For an instance of a ``p2p:`` channel (:data:`P2P_CHANNEL`) with one member recorded
     (``last_rank``), the other end of the pair; null for other channels."""
-    ends = pl.col("channel").cast(pl.String).str.extract_groups(r"^p2p:(\d+)(?:->|-)(\d+)$")
-    a, b = ends.struct.field("1").cast(pl.Int64, strict=False), ends.struct.field("2").cast(pl.Int64, strict=False)
+    ends = pl.col("channel").cast(pl.String).str.extract_groups(P2P_CHANNEL)
+    a, b = ends.struct.field("1").cast(pl.Int64, strict=False), ends.struct.field("3").cast(pl.Int64, strict=False)
     return pl.when(pl.col("last_rank") == a).then(b).when(pl.col("last_rank") == b).then(a).alias("partner")
 
 

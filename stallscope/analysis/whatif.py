@@ -546,8 +546,10 @@ def _slots(ch: pl.DataFrame, prim: pl.DataFrame, members: pl.DataFrame) -> pl.Da
     in order, so it does not move with timing."""
     if ch["channel"].n_unique() == 1:
         return ch.with_columns(pl.int_range(pl.len()).over(["rank", "step"], order_by="arrival_ns").alias("ordinal"))
+    from stallscope.analysis.collectives import P2P_CHANNEL
+
     rep = dict(zip(ch["rank"].to_list(), ch["replica"].to_list()))
-    ends = ch["channel"].cast(pl.String).str.extract_groups(r"^p2p:(\d+)(->|-)(\d+)$")
+    ends = ch["channel"].cast(pl.String).str.extract_groups(P2P_CHANNEL)
     x = ch.with_columns(ends.struct.field("1").cast(pl.Int64, strict=False).alias("_a"),
                         ends.struct.field("2").alias("_dir"), ends.struct.field("3").cast(pl.Int64, strict=False).alias("_b"))
     x = x.join(prim, on="rank", how="left").join(
