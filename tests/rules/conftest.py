@@ -168,6 +168,14 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
         torch_variant="kineto_2024", metadata=True, seq=False, naming="arbitrary", gzip=True, archive="tar.gz",
         logs="some", log_style="debug_file", detail="sparse", clock_offset_ms=80.0, drift=False, red_herrings=True,
         graph_subsys=False, windows=1, culprit_rank=34, culprit_host=4)),
+    # seed 39000 #0014 with rank 4's trace cut short: intermittent stragglers 1 and 5 of a TP+DP
+    # job, late together in two steps and apart in five (rank 5 alone 14.7 %, rank 1 alone 5.9 %,
+    # both 25.3 %): rank 1 joins by what it adds, though more than half of it shows alone
+    "intermittent_pair_cut": ("intermittent_straggler", 3900117014, dict(
+        nodes=3, gpus=4, steps=10, parallelism="tp_dp", severity="severe", noise="medium", nccl_version="2.18.6",
+        torch_variant="kineto_2024", metadata=True, seq=False, naming="tensorboard", gzip=True, archive="dir",
+        logs="all", log_style="torchrun", detail="lean", clock_offset_ms=80.0, drift=False, red_herrings=True,
+        graph_subsys=False, truncate=1, culprit_rank=1, culprit_host=0)),
     "jitter": ("jitter_amplification", 21, dict(logs="none", severity="moderate", steps=8)),
     # jitter in a TP+DP job: the groups' medians vary from step to step too; within-group medians
     # alone leave that variation (3-4 % here, under the noise floor)

@@ -65,6 +65,7 @@ EXPECTED: dict[str, set[str]] = {
     "jitter": {"SYN003"},
     "jitter_subtle": {"SYN003"},
     "intermittent_hidden_pipeline": {"SYN002"},  # a second stall in the same step, hidden behind the first
+    "intermittent_pair_cut": {"SYN002"},  # a second straggler late in some of the first's steps and in its own
     "jitter_both_hosts": {"SYN003"},  # origins on every host: the first host's share is not a straggler set
     "compute_in_jitter_short": {"SYN001"},  # every rank varies, but the straggler is above its peers in every step
     "jitter_tail_hsdp": {"SYN003"},  # 3 steps, every rank varies: the largest delays, once each, are the jitter's tail
@@ -775,3 +776,24 @@ def test_a_stall_hidden_behind_a_longer_one_in_the_same_step_joins_it(jobs: Any)
     # one stall at a time: nothing hides
     for name in ("intermittent", "intermittent_pair"):
         assert "hidden_behind" not in jobs[name].ctx.sync_verdict.alternatives
+
+
+def test_a_straggler_late_in_the_first_ones_steps_and_its_own_joins_by_its_share(jobs: Any) -> None:
+    """Ranks 1 and 5 stall in turns and together (rank 4's trace cut short). Rank 5 alone replays
+    for most of what the jitter what-if recovers, so the set stopped at it; rank 1 alone recovers
+    more than half of what it adds, so it did not read as hidden. It adds more than half of rank
+    5's gain: a culprit in its own right, named with rank 5 at the pair's cost."""
+    j = jobs["intermittent_pair_cut"]
+    ctx = j.ctx
+    alt = ctx.sync_verdict.alternatives
+    one, five, both = (ctx.lost_if_like_peers(r) or 0.0 for r in ([1], [5], [1, 5]))
+    assert both - five >= 0.5 * five and one > 0.5 * (both - five)
+    assert alt.get("joined") == [1] and "hidden_behind" not in alt
+    f = j.fired()["SYN002"]
+    assert f["ranks"] == [1, 5] and abs(f["lost_time_fraction"] - both) < 0.005
+    assert "Rank 1 stalled both in steps of rank 5 and in steps of its own" in f["summary"]
+    # a rank that stalls only in the chosen rank's steps hides (it does not join by its share),
+    # and one straggler at a time leaves nobody to join
+    assert "joined" not in jobs["intermittent_hidden_pipeline"].ctx.sync_verdict.alternatives
+    for name in ("intermittent", "intermittent_pair", "compute", "compute_inside_noisy"):
+        assert "joined" not in jobs[name].ctx.sync_verdict.alternatives

@@ -47,17 +47,28 @@ def mechanism(ctx: Context, ranks: list[int]) -> dict[str, float | str]:
 
 
 def hidden_text(ctx: Context, chosen: list[int]) -> str:
-    """A sentence naming the chosen ranks whose stall hid behind another's in the same step (see
-    ``Context._hidden_behind``): alone their replay recovers little, yet a fix of the others
-    alone would expose them. Empty when there are none."""
-    hidden = [r for r in ctx.sync_verdict.alternatives.get("hidden_behind", []) if r in chosen]
-    if not hidden:
-        return ""
-    rest = [r for r in chosen if r not in hidden]
+    """Sentences naming the chosen ranks that joined the first ones because their stalls fell in
+    the same steps (see ``Context._hidden_behind``): those whose stall hid behind another's (alone
+    their replay recovers little, yet a fix of the others alone would expose them), and those
+    late both in the others' steps and in their own (replayed together they recover more than
+    the sum of each alone). Empty when there are none."""
+    alt = ctx.sync_verdict.alternatives
+    hidden = [r for r in alt.get("hidden_behind", []) if r in chosen]
+    joined = [r for r in alt.get("joined", []) if r in chosen]
+    rest = [r for r in chosen if r not in hidden and r not in joined]
     if not rest:
         return ""
-    many, others = len(hidden) > 1, len(rest) > 1
-    return (f" Rank{'s' if many else ''} {ranks_text(hidden)} stalled in the same step{'s' if many else ''} as "
-            f"rank{'s' if others else ''} {ranks_text(rest)}, behind {'their' if others else 'its'} longer stall: replayed "
-            f"alone {'they recover' if many else 'it recovers'} little, yet fixing only rank{'s' if others else ''} "
-            f"{ranks_text(rest)} would expose {'their stalls' if many else 'its stall'}.")
+    others = len(rest) > 1
+    text = ""
+    if hidden:
+        many = len(hidden) > 1
+        text += (f" Rank{'s' if many else ''} {ranks_text(hidden)} stalled in the same step{'s' if many else ''} as "
+                 f"rank{'s' if others else ''} {ranks_text(rest)}, behind {'their' if others else 'its'} longer stall: replayed "
+                 f"alone {'they recover' if many else 'it recovers'} little, yet fixing only rank{'s' if others else ''} "
+                 f"{ranks_text(rest)} would expose {'their stalls' if many else 'its stall'}.")
+    if joined:
+        many = len(joined) > 1
+        text += (f" Rank{'s' if many else ''} {ranks_text(joined)} stalled both in steps of rank{'s' if others else ''} "
+                 f"{ranks_text(rest)} and in {'steps of their own' if many else 'steps of its own'}: fixing either alone "
+                 f"leaves the other's stalls holding the job up, so together they cost more than each alone.")
+    return text
