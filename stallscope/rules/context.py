@@ -1009,7 +1009,7 @@ class Context:
         13.8 %, stays out). Or, whatever it recovers alone, it adds at least ``CO_CULPRIT_SHARE`` of
         the set's gain: a rank late partly in the chosen ranks' steps and partly in its own holds
         the job up in its own right, while noise riding along adds a sliver of the set's gain (at
-        most 17 % over the straggler jobs of seeds 38000-41000, their variants and the independent
+        most 17 % over the straggler jobs of seeds 35000-41000, their variants and the independent
         simulators: ``n5_s1``, rank 15's two DataLoader hiccups, 1.4 % alone, 2.4 % added to
         straggler 13's 13.9 %). Seed 39000 #0014 with rank 4's trace cut short: intermittent
         stragglers 1 and 5 of a tensor-parallel job, late together in two steps and apart in five;

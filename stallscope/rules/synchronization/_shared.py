@@ -51,7 +51,7 @@ def hidden_text(ctx: Context, chosen: list[int]) -> str:
     the same steps (see ``Context._hidden_behind``): those whose stall hid behind another's (alone
     their replay recovers little, yet a fix of the others alone would expose them), and those
     late both in the others' steps and in their own (replayed together they recover more than
-    the sum of each alone). Empty when there are none."""
+    either alone). Empty when there are none."""
     alt = ctx.sync_verdict.alternatives
     hidden = [r for r in alt.get("hidden_behind", []) if r in chosen]
     joined = [r for r in alt.get("joined", []) if r in chosen]
