@@ -221,6 +221,28 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
     # it is the last of a slow host, not a straggler inside it (seed 20000 #0134)
     "xsock_tp_inside": ("cross_socket_nic_one_host", 86, dict(logs="none", severity="severe", nodes=4, gpus=4, steps=3,
                                                               parallelism="tp_dp", noise="high")),
+    # TP+DP 8x4, 3 steps: rank 10 stalls 17 ms on its DataLoader at the start of the first step;
+    # the data-parallel all-reduces queue behind each other on their stream while tensor-parallel
+    # ones run on, one of them ending within microseconds of a queued start (seed 42000 #0138)
+    "intermittent_tp_queued": ("intermittent_straggler", 4200126138, dict(
+        nodes=8, gpus=4, steps=3, parallelism="tp_dp", severity="subtle", noise="medium", nccl_version="2.17.1",
+        torch_variant="kineto_2024", metadata=True, seq=False, naming="tensorboard", gzip=False, archive="dir",
+        logs="none", log_style="debug_file", detail="lean", clock_offset_ms=30.0, drift=False, red_herrings=True,
+        graph_subsys=False, truncate=0, culprit_rank=10, culprit_host=2)),
+    # FSDP 6x8, noisy: compute straggler 25; replaying it exposes rank 28, next in two of its
+    # steps, whose noise adds 15 % of its gain (seed 42000 #0156)
+    "compute_noise_exposed": ("compute_straggler", 4200126156, dict(
+        nodes=6, gpus=8, steps=8, parallelism="fsdp", severity="subtle", noise="high", nccl_version="2.21.5",
+        torch_variant="kineto_2025", metadata=True, seq=True, naming="arbitrary", gzip=True, archive="dir",
+        logs="none", log_style="debug_file", detail="sparse", clock_offset_ms=80.0, drift=False, red_herrings=True,
+        graph_subsys=False, truncate=0, culprit_rank=25, culprit_host=3)),
+    # DDP 4x8, noisy, 3 steps: every rank of the cross-socket host late in every step, 6 of 8 of
+    # them origins; its three latest ranks recover about what the host does (seed 42000 #0207)
+    "xsock_latest_three": ("cross_socket_nic_one_host", 4200126207, dict(
+        nodes=4, gpus=8, steps=3, parallelism="ddp", severity="subtle", noise="high", nccl_version="2.21.5",
+        torch_variant="kineto_2025", metadata=True, seq=True, naming="tensorboard", gzip=True, archive="dir",
+        logs="some", log_style="debug_file", detail="lean", clock_offset_ms=0.0, drift=False, red_herrings=True,
+        graph_subsys=False, truncate=0, culprit_rank=30, culprit_host=3)),
     # pipeline stages on different hosts: the inter-node traffic is send/recv pairs, not collectives
     "socket_pipeline": ("socket_fallback", 61, dict(logs="none", parallelism="pipeline", severity="severe")),
     "healthy_pipeline": ("healthy", 62, dict(logs="none", parallelism="pipeline")),

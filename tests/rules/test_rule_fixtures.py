@@ -13,6 +13,8 @@ import jsonschema
 import polars as pl
 import pytest
 
+from stallscope.analysis.whatif import ANCHOR_TOLERANCE_NS
+from stallscope.rules.context import ESSENTIAL_SHARE, HIDDEN_SHARE, HOST_OVER_RANKS
 from stallscope.rules.engine import findings_schema
 from stallscope.rules.registry import RULES
 
@@ -65,6 +67,8 @@ EXPECTED: dict[str, set[str]] = {
     "jitter": {"SYN003"},
     "jitter_subtle": {"SYN003"},
     "intermittent_hidden_pipeline": {"SYN002"},  # a second stall in the same step, hidden behind the first
+    "intermittent_tp_queued": {"SYN002"},  # the replay follows the queue on the stream, not a coincident end
+    "compute_noise_exposed": {"SYN001"},  # the next rank in the straggler's steps: noise, not hidden
     "intermittent_pair_cut": {"SYN002"},  # a second straggler late in some of the first's steps and in its own
     "jitter_both_hosts": {"SYN003"},  # origins on every host: the first host's share is not a straggler set
     "compute_in_jitter_short": {"SYN001"},  # every rank varies, but the straggler is above its peers in every step
@@ -80,6 +84,8 @@ EXPECTED: dict[str, set[str]] = {
     "xsock_minority": {"LOC001"},
     # one rank last inside the host's TP group, but every rank of the host is an origin: the host
     "xsock_tp_inside": {"LOC001"},
+    # ... and when its latest ranks recover about as much as the whole host
+    "xsock_latest_three": {"LOC001"},
     # two hosts: the host apart by CPU-side stalls, cost unmeasured
     "xsock_2hosts": {"LOC004"},
     # ... with only the culprit's log: nothing to compare its paths with, so the traces decide; the
@@ -745,6 +751,45 @@ def test_hosts_made_late_by_one_rank_s_spike_a_step_in_a_short_jittery_profile_a
     assert not x.ctx._host_jitter_tail(x.ctx.sync_verdict.host) and x.ctx.sync_verdict.kind == "host"
 
 
+def test_a_collective_queued_behind_its_predecessor_is_anchored_on_it(jobs: Any) -> None:
+    """Data-parallel all-reduces run in order on their communicator's stream; tensor-parallel ones
+    run on another. One data-parallel all-reduce started as its predecessor ended, and a
+    tensor-parallel one ended 5.5 µs later: anchored on that coincidence, the replay kept the
+    data-parallel chain where rank 10's 17 ms stall had put it and recovered 0.06 % of the job.
+    Anchored on the stream's predecessor, replaying rank 10 recovers what the stall cost."""
+    j = jobs["intermittent_tp_queued"]
+    ctx = j.ctx
+    tl = ctx.timeline
+    ch = (tl.chain.with_columns(pl.Series("anchor", tl.row_anchor), pl.Series("end", tl.row_end))
+          .sort("rank", "channel", "arrival_ns")
+          .with_columns(pl.col("row").shift(1).over("rank", "channel").alias("pred"),
+                        pl.col("end").shift(1).over("rank", "channel").alias("pred_end")))
+    behind = ch.filter((pl.col("arrival_ns") - pl.col("pred_end")).abs() <= ANCHOR_TOLERANCE_NS)
+    assert behind.height > 500 and (behind["anchor"] == behind["pred"]).all()
+    lost = ctx.lost_if_like_peers([10]) or 0.0
+    assert abs(lost - j.truth["lost_time_fraction"]) < 0.005
+    assert j.fired()["SYN002"]["ranks"] == [10]
+
+
+def test_the_latest_ranks_of_a_host_whose_own_work_grew_do_not_outbid_the_host(jobs: Any) -> None:
+    """Every rank of dgx25 is late in every step and six of its eight are origins (their own work
+    grew): a placement fault. Its three latest ranks recover about what the host does, short of
+    the margin the host needs over ranks elsewhere; being the host's own ranks, they are its
+    latest, not a competing explanation. Where the host's lateness starts on a minority of its
+    ranks (a straggler holding its tensor-parallel host-mates up), that minority still competes."""
+    j = jobs["xsock_latest_three"]
+    ctx = j.ctx
+    v = ctx.sync_verdict
+    host = set(ctx.d.ranks_of("dgx25"))
+    assert set(ctx.late_sets.persistent) == host and len(ctx.origins & host) > 0.5 * len(host)
+    latest = ctx.lost_if_like_peers([26, 27, 30]) or 0.0
+    assert latest <= v.alternatives["host_lost"] < HOST_OVER_RANKS * latest
+    assert v.kind == "host" and v.host == "dgx25" and v.alternatives["host_grew"]
+    assert j.fired()["LOC001"]["ranks"] == sorted(host)
+    for name in ("compute_tp", "compute_inside_noisy", "intermittent_two_tp"):
+        assert not jobs[name].ctx.sync_verdict.alternatives.get("host_grew")
+
+
 def test_a_pipeline_partner_without_a_trace_still_moves_its_bytes_over_the_fabric(jobs: Any) -> None:
     """Rank 5's trace is lost; rank 1 sends activations to it and receives gradients from it over
     a socket, each pair with one end recorded. Hosts hold blocks of four ranks, so rank 5 was on
@@ -776,6 +821,13 @@ def test_a_stall_hidden_behind_a_longer_one_in_the_same_step_joins_it(jobs: Any)
     # one stall at a time: nothing hides
     for name in ("intermittent", "intermittent_pair"):
         assert "hidden_behind" not in jobs[name].ctx.sync_verdict.alternatives
+    # replaying a straggler exposes whoever was next in its steps: in a noisy job that rank adds
+    # a sliver of the straggler's gain (over ESSENTIAL_SHARE, under HIDDEN_SHARE) and stays out
+    c = jobs["compute_noise_exposed"]
+    one = c.ctx.lost_if_like_peers([25]) or 0.0
+    gain = (c.ctx.lost_if_like_peers([25, 28]) or 0.0) - one
+    assert ESSENTIAL_SHARE * one <= gain < HIDDEN_SHARE * one and 28 in c.ctx.origins
+    assert "hidden_behind" not in c.ctx.sync_verdict.alternatives and c.fired()["SYN001"]["ranks"] == [25]
 
 
 def test_a_straggler_late_in_the_first_ones_steps_and_its_own_joins_by_its_share(jobs: Any) -> None:
