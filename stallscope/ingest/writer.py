@@ -62,6 +62,8 @@ def conform(name: str, data: pa.Table | pa.RecordBatch) -> pa.Table:
     schema = table_spec(name).schema
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
+    if data.schema.equals(schema, check_metadata=True):  # conformed already (a parser's batches are made so)
+        return data
     cols = []
     for f in schema:
         if f.name in data.column_names:
