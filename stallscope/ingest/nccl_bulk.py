@@ -207,8 +207,12 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, ascii_ok: np.ndarray | N
     df = _cut(arr.buffers()[2], offs, at, pos.gather(at).to_numpy())
     hcode, heads = distinct(df["head"])
     pre = _prefixes(heads)
-    kept = np.flatnonzero(pre["keep"].to_numpy()[hcode])
-    df = df[kept].select("i", "msg").hstack(pre.drop("keep")[hcode[kept]])
+    keep = pre["keep"].to_numpy()[hcode]
+    if keep.all():  # (nearly every block: no gather of the lines)
+        df = df.select("i", "msg").hstack(pre.drop("keep")[hcode])
+    else:
+        kept = np.flatnonzero(keep)
+        df = df.select("i", "msg")[kept].hstack(pre.drop("keep")[hcode[kept]])
     mcode, msgs = distinct(df["msg"])
     # the messages of kept lines, classified once each
     msg = pl.col("msg")
@@ -241,8 +245,7 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, ascii_ok: np.ndarray | N
     taken = np.concatenate([f["i"].to_numpy().astype(np.int64) for f in (conn, coll) if f is not None] or [np.empty(0, np.int64)])
     block = Block(nccl, taken, conn, coll, conn_msgs=conn_msgs, warn=warn)
     if feed:
-        block.fed = df.filter(pl.Series(~(is_any | is_coll))).with_columns(
-            msg=pl.col("msg").str.strip_suffix("\n").str.strip_suffix("\r"))
+        block.fed = df.filter(pl.Series(~(is_any | is_coll)))
     return block
 
 
@@ -264,15 +267,20 @@ def _cut(data: pa.Buffer, offs: np.ndarray, at: np.ndarray, pos: np.ndarray) -> 
     """Columns i, head, msg: lines ``at`` cut around ``"] NCCL INFO "`` (at byte ``pos`` of each; ASCII lines).
 
     No text is copied: one string array over the block's bytes takes four values per line (head,
-    the cut text, message with its newline, the bytes up to the next such line), and the heads and
-    messages are every fourth value of it.
+    the cut text, message, the line's end and the bytes up to the next such line), and the heads and
+    messages are every fourth value of it. The message stops before the line's newline and one CR
+    before it, as the per-line path reads it (the shape checks allow line ends; the COLL split
+    strips any others): cut here, not stripped by a pass over every message.
     """
     start = offs[at]
     cuts = np.empty(4 * len(at), dtype=np.int64)
     cuts[0::4] = start
     cuts[1::4] = start + pos
     cuts[2::4] = cuts[1::4] + len(_INFO)
-    cuts[3::4] = offs[at + 1]
+    end = offs[at + 1] - 1  # the newline (every line of the array ends with one)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    end -= (buf[end - 1] == ord("\r")) & (end > cuts[2::4])
+    cuts[3::4] = end
     parts = pl.Series(pa.LargeStringArray.from_buffers(len(cuts) - 1, pa.py_buffer(cuts), data))
     return pl.DataFrame({"i": pl.Series(at, dtype=pl.UInt32), "head": parts.gather(np.arange(0, len(cuts) - 1, 4)),
                          "msg": parts.gather(np.arange(2, len(cuts) - 1, 4))})
