@@ -129,6 +129,9 @@ class Block:
     #: WARN lines whose prefix was cut here (:data:`_WARN_SHAPE`), in line order: columns i, msg (the text
     #: after ``host:pid:tid [dev] ``, for ``nccl_errors.warn_message``), host, pid, tid, cuda_dev
     warn: pl.DataFrame | None = None
+    #: the messages of :attr:`fed` as (codes, distinct values), ``msg == values[codes]``: taken from the block's
+    #: distinct messages, so that the memo's split (``nccl_memo.split_block``) does not hash them again
+    fed_msgs: tuple[np.ndarray, pl.Series] | None = None
 
 
 def _tok(col: str, k: int) -> pl.Expr:
@@ -245,7 +248,13 @@ def prepare(arr: pa.LargeStringArray, offs: np.ndarray, ascii_ok: np.ndarray | N
     taken = np.concatenate([f["i"].to_numpy().astype(np.int64) for f in (conn, coll) if f is not None] or [np.empty(0, np.int64)])
     block = Block(nccl, taken, conn, coll, conn_msgs=conn_msgs, warn=warn)
     if feed:
-        block.fed = df.filter(pl.Series(~(is_any | is_coll)))
+        fed = ~(is_any | is_coll)
+        block.fed = df.filter(pl.Series(fed))
+        codes = mcode[fed]
+        used = np.flatnonzero(np.bincount(codes, minlength=len(msgs)))
+        slot = np.zeros(len(msgs), dtype=np.int64)
+        slot[used] = np.arange(len(used))
+        block.fed_msgs = slot[codes], msgs.gather(used)
     return block
 
 

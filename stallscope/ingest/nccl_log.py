@@ -205,12 +205,12 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
     # lines whose prefix the bulk path cut (INFO, then WARN): replayed column by column where the memo
     # allows, the others go straight to the message handlers (fed[i] = their row; WARN rows from n_info)
     fed = np.full(n, -1, dtype=np.int64)
-    cut = [(f, replay) for f, replay in ((block.fed, nccl_messages.replay_of), (block.warn, nccl_errors.warn_replay))
-           if f is not None and f.height]
+    cut = [(f, replay, codes) for f, replay, codes in ((block.fed, nccl_messages.replay_of, block.fed_msgs),
+                                                        (block.warn, nccl_errors.warn_replay, None)) if f is not None and f.height]
     replays: list[tuple[pl.DataFrame, list[nccl_memo.Replay]]] = []
     left: list[pl.DataFrame] = []
-    for frame, replay_of in cut:
-        replayed, reps, rows = nccl_memo.split_block(state, frame, replay_of)
+    for frame, replay_of, codes in cut:
+        replayed, reps, rows = nccl_memo.split_block(state, frame, replay_of, codes)
         if replayed.height:
             rest[replayed["i"].to_numpy()] = False
             replays.append((replayed, reps))

@@ -179,16 +179,18 @@ _SLOT_COLUMNS = ("host", "pid", "tid", "cuda_dev", "line_no", "comm_id", "comm_p
 
 
 def split_block(state: LogState, lines: pl.DataFrame, replay_of: Callable[[LogState, str], Replay | None],
-                ) -> tuple[pl.DataFrame, list[Replay], pl.DataFrame]:
+                msgs: tuple[np.ndarray, pl.Series] | None = None) -> tuple[pl.DataFrame, list[Replay], pl.DataFrame]:
     """Split a block's cut INFO lines (columns ``i, msg, host, pid, tid, cuda_dev``, in line order) into
     the lines replayed column by column (:func:`add_rows`) and the rest, for the per-line handlers.
 
     A line is replayed here when its message has a replay (``replay_of``, recording it on first sight)
     that understood it and that :func:`_columnar` allows; a replay that holds the thread's communicator
     also needs host, pid and tid (the as-of join that finds the communicator matches no nulls).
+    ``msgs``: the lines' messages as (codes, distinct values) where the caller has them (else found here).
     Returns (those lines with a column ``rid``, the replays by ``rid``, the other lines).
     """
-    codes, msgs = distinct(lines["msg"])  # one hash pass: each distinct message looked up once, no join on text
+    # one hash pass: each distinct message looked up once, no join on text
+    codes, msgs = distinct(lines["msg"]) if msgs is None else msgs
     reps: list[Replay] = []
     rid_of = np.full(len(msgs), -1, dtype=np.int32)  # distinct message -> its replay's rid
     comm = np.zeros(len(msgs), dtype=bool)  # ... which holds the thread's communicator
