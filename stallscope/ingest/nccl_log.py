@@ -226,7 +226,7 @@ def _parse_block(state: LogState, data: bytes, start: int, end: int, base: int, 
         versions = _unprefixed_lines(state, arr, rest, nccl & (fed < 0), base)
         tests = np.flatnonzero(rest & ~nccl)
         if len(tests):
-            left, tests_open = nccl_tests.parse_lines(state, arr.take(tests), (tests + (base + 1)).tolist())
+            left, tests_open = nccl_tests.parse_lines(state, arr.take(tests), tests + (base + 1))
             rest[tests[~left]] = False
     idx = np.flatnonzero(rest)
     # line bounds as Python ints (indexing a numpy array per line costs more than the slice)

@@ -346,7 +346,8 @@ class LogState:
     def add_dict(self, table: str, d: dict[str, Any]) -> None:
         self.add(table, tuple(map(d.get, self.buffers[table].columns)))
 
-    def add_gathered(self, table: str, rows: list[dict[str, Any]], at: list[int], line_nos: list[int]) -> None:
+    def add_gathered(self, table: str, rows: list[dict[str, Any]], at: list[int] | np.ndarray,
+                     line_nos: list[int] | np.ndarray) -> None:
         """Rows of lines that repeat a few distinct rows: line k's row is ``rows[at[k]]`` with ``line_no``
         ``line_nos[k]`` (the lines in order, after every row added so far). Each distinct row is made
         once, and the table is gathered from them: no dict and no tuple per line."""

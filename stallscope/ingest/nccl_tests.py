@@ -47,40 +47,52 @@ def parse_line(state: LogState, text: str, ln: int) -> bool:
     return ok
 
 
-def parse_lines(state: LogState, lines: pa.LargeStringArray, line_nos: list[int]) -> tuple[np.ndarray, bool]:
-    """The lines of a block that :func:`parse_line` may read, in line order (each with its newline): the
-    ``#`` lines and, while a result table may be open, program output. Each distinct text is read once.
+def parse_lines(state: LogState, lines: pa.LargeStringArray, line_nos: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The lines of a block that :func:`parse_line` may read, in line order (each with its newline; ``line_nos``
+    their line numbers): the ``#`` lines and, while a result table may be open, program output. Each distinct
+    text is read once.
 
-    The result table opens and closes line by line, so the lines are walked in order, but only to
-    follow that and to copy rows. Lines that give an ``nccl_facts`` row are left to the per-line path
-    (that table also takes rows of NCCL lines, which must stay in line order): returns the mask of
-    those lines and whether a result table is open after the last line (the caller sets
-    ``state.tests_table`` once the per-line path is done; the lines it reads start with ``#`` and do
-    not look at it).
+    The result table opens and closes line by line, and :func:`parse_line` reads a line only while it is
+    open or when it starts with ``#``. Each line either sets the state to what it says (a ``#`` line that
+    opens or closes it; any other line that closes it: it is read only while the table is open) or leaves
+    it, so the state before each line is the last such setting before it, found for all lines at once.
+    Lines that give an ``nccl_facts`` row are left to the per-line path (that table also takes rows of NCCL
+    lines, which must stay in line order): returns the mask of those lines and whether a result table is
+    open after the last line (the caller sets ``state.tests_table`` once the per-line path is done; the
+    lines it reads start with ``#`` and do not look at it).
     """
+    if len(lines) == 0:
+        return np.zeros(0, dtype=bool), state.tests_table
     enc = pc.dictionary_encode(lines)
     texts = enc.dictionary.to_pylist()
     parsed = [_parse(t[:-1].rstrip("\r") if t[-1:] == "\n" else t.rstrip("\r")) for t in texts]
-    hashed = [t[:1] == "#" for t in texts]
-    left = np.zeros(len(line_nos), dtype=bool)
-    table_open = state.tests_table
-    got: dict[str, tuple[list[int], list[int]]] = {}  # table -> the codes of its lines' texts, their line numbers
-    for j, (c, ln) in enumerate(zip(enc.indices.to_numpy().tolist(), line_nos)):
-        if not (table_open or hashed[c]):
-            continue
-        table, _row, after, _ok = parsed[c]
-        if after is not None:
-            table_open = after
+    codes = enc.indices.to_numpy()
+    hashed = np.array([t[:1] == "#" for t in texts], dtype=bool)[codes]
+    after = np.array([-1 if p[2] is None else int(p[2]) for p in parsed], dtype=np.int8)[codes]  # -1: as before
+    sets = np.where(hashed, after, np.where(after == 0, 0, -1))  # the state a line leaves, whatever it was: 0/1, -1 none
+    last = np.maximum.accumulate(np.where(sets >= 0, np.arange(len(sets)), -1))  # the last line that set it, so far
+    before = np.empty(len(sets), dtype=bool)  # open before each line
+    before[0] = state.tests_table
+    before[1:] = np.where(last[:-1] >= 0, sets[np.maximum(last[:-1], 0)] == 1, state.tests_table)
+    read = before | hashed
+    table_open = bool(sets[last[-1]] == 1) if last[-1] >= 0 else state.tests_table
+    tables = [p[0] for p in parsed]
+    kinds = {t for t in tables if t is not None}
+    left = np.zeros(len(codes), dtype=bool)
+    for table in sorted(kinds):
+        at_table = read & np.array([t == table for t in tables], dtype=bool)[codes]
         if table == "nccl_facts":
-            left[j] = True
-        elif table is not None:
-            codes, lns = got.setdefault(table, ([], []))
-            codes.append(c)
-            lns.append(ln)
-    for table, (codes, lns) in got.items():
-        rows: dict[int, int] = {}  # code -> its row among the table's distinct rows
-        at = [rows.setdefault(c, len(rows)) for c in codes]
-        state.add_gathered(table, [{**parsed[c][1], "file": state.label} for c in rows], at, lns)  # type: ignore[dict-item]
+            left = at_table
+            continue
+        if not at_table.any():
+            continue
+        which = codes[at_table]
+        distinct, first, back = np.unique(which, return_index=True, return_inverse=True)
+        order = np.argsort(first)  # the table's distinct texts in order of first appearance
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        state.add_gathered(table, [{**parsed[c][1], "file": state.label} for c in distinct[order].tolist()],  # type: ignore[dict-item]
+                           rank[back], line_nos[at_table])
     return left, table_open
 
 
