@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from stallscope.analysis.collectives import SYNCHRONOUS_OPS
+from stallscope.analysis.collectives import SYNCHRONOUS_OPS, DisjointSets
 from stallscope.store.schema.trace import inferred_host, known_host_blocks
 
 #: synchronous ops whose members end at nearly the same instant (all-to-all is not one of them)
@@ -163,22 +163,13 @@ def _initial(e: pl.DataFrame, ref: str) -> pl.DataFrame:
 
 
 def _components(e: pl.DataFrame, hosts: list[str]) -> dict[str, str]:
-    """Union-find over hosts linked by a shared instance (hosts are few: plain Python)."""
-    parent = {h: h for h in hosts}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    """Hosts linked by a shared instance -> the set they belong to (named by its smallest host)."""
+    sets = DisjointSets(hosts)
     for hs in e.group_by("instance_id").agg(pl.col("host").unique())["host"].to_list():
-        hs = [h for h in hs if h in parent]
+        hs = [h for h in hs if h in sets.parent]
         for h in hs[1:]:
-            a, b = find(hs[0]), find(h)
-            if a != b:
-                parent[b] = a
-    return {h: find(h) for h in hosts}
+            sets.union(hs[0], h)
+    return {h: min(v) for v in sets.sets() for h in v}
 
 
 #: timestamps above this (ns) are Unix-epoch wall-clock times (after 2001), not monotonic clocks

@@ -30,6 +30,9 @@ wait, transfer) need aligned clocks and are computed after :mod:`stallscope.anal
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import duckdb
 import polars as pl
 
@@ -180,7 +183,7 @@ def match_rows(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[int, list[int]]:
     """Split a channel's ranks into groups whose end times move together (within ``tol_ns`` from
     position to position; on one host, also within ``same_host_ns`` of each other; and from step
-    to step: :func:`_step_jumps`)."""
+    to step: :func:`_step_jumps`), linked into groups by :func:`_link_groups`."""
     import numpy as np
 
     piv = (grp.pivot(on="rank", index="instance_id", values="end_ns", aggregate_function="first")
@@ -193,13 +196,8 @@ def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[
     steps = piv["_step"].fill_null(-1).to_numpy()
     jump_ns = max(STEP_JUMP_MIN_NS, STEP_JUMP_TOLERANCES * tol_ns)
     host = dict(zip(grp["rank"].to_list(), grp["host"].to_list()))
-    parent = list(range(len(ranks)))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+    links: list[tuple[int, int, float]] = []
+    apart: set[tuple[int, int]] = set()
 
     import warnings
 
@@ -216,15 +214,95 @@ def _coherent_groups(grp: pl.DataFrame, tol_ns: int, same_host_ns: int) -> dict[
             if not np.isfinite(step[j]) or np.sum(np.isfinite(d[:, j])) < 3:
                 continue
             same_host = host.get(ranks[i]) == host.get(ranks[j])
-            if (step[j] <= tol_ns and (not same_host or abs(med[j]) <= same_host_ns)
-                    and not jumps[j - i - 1]):
-                a, b = find(i), find(j)
-                if a != b:
-                    parent[b] = a
-    out: dict[int, list[int]] = {}
-    for i, r in enumerate(ranks):
-        out.setdefault(find(i), []).append(r)
-    return {min(v): sorted(v) for v in out.values()}
+            if same_host and abs(med[j]) > same_host_ns:
+                apart.add((i, j))  # one clock, ends apart: two groups, whatever links them
+            elif step[j] <= tol_ns and not jumps[j - i - 1]:
+                links.append((i, j, float(step[j])))
+    found = [sorted(ranks[i] for i in comp) for comp in _link_groups(len(ranks), links, apart)]
+    return {v[0]: v for v in sorted(found)}
+
+
+#: a group holding two ranks of one host that end apart is groups in lockstep: it is rebuilt from
+#: the links tighter than this share of the one that first joined such ranks
+LOCKSTEP_MARGIN = 0.5
+
+
+def _link_groups(n: int, links: list[tuple[int, int, float]], apart: set[tuple[int, int]]) -> list[list[int]]:
+    """Connected components of ``links`` (i, j, how much their ends' difference moves) over ``n``
+    ranks, where no component may hold a pair of ``apart`` (i < j: ranks of one host whose ends,
+    on one clock, lie apart; they are in different groups).
+
+    Groups that run in lockstep end at a near-constant difference position after position, like
+    the members of one group across hosts (a clock offset), so coherence links them too: the
+    tensor-parallel pairs of every host of a TP+DP job, whose data-parallel all-reduces keep them
+    in step. Linked, they made one fake world-wide collective whose "clock offsets" were the
+    hosts' lateness (seed 43000 #0102: a cross-socket host 15.4 ms late in every step read as a
+    clock 15.9 ms off, outvoting the data-parallel all-reduces that pinned it right). Such links
+    show where two ranks of one host that end apart fall into one component: the component is
+    rebuilt from its links under :data:`LOCKSTEP_MARGIN` of the tightest link at which that
+    happened (members of one group end within a µs or two of each other position after position;
+    lockstep groups, by their compute noise: 11-13 µs there), never holding such a pair."""
+    comps = _components_of(range(n), links)
+    if not apart:
+        return comps
+    out: list[list[int]] = []
+    for comp in comps:
+        inside = set(comp)
+        own = sorted((lk for lk in links if lk[0] in inside), key=lambda lk: lk[2])
+        level = _first_conflict(own, apart)
+        if level is None:
+            out.append(comp)
+        else:
+            out.extend(_components_of(comp, [lk for lk in own if lk[2] < LOCKSTEP_MARGIN * level]))
+    return out
+
+
+class DisjointSets:
+    """Union-find over hashable items, each set's members kept (ranks, hosts: hundreds at most)."""
+
+    def __init__(self, items: Iterable[Any] = ()) -> None:
+        self.parent: dict[Any, Any] = {}
+        self.members: dict[Any, set[Any]] = {}
+        for x in items:
+            self.find(x)
+
+    def find(self, x: Any) -> Any:
+        if x not in self.parent:
+            self.parent[x], self.members[x] = x, {x}
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: Any, b: Any) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+            self.members[ra] |= self.members.pop(rb)
+
+    def sets(self) -> list[list[Any]]:
+        """Every set, sorted, in the order of their smallest members."""
+        return sorted(sorted(v) for v in self.members.values())
+
+
+def _components_of(nodes: Iterable[int], links: list[tuple[int, int, float]]) -> list[list[int]]:
+    """Connected components (sorted lists) of ``nodes`` under ``links``."""
+    sets = DisjointSets(nodes)
+    for i, j, _ in links:
+        sets.union(i, j)
+    return sets.sets()
+
+
+def _first_conflict(links: list[tuple[int, int, float]], apart: set[tuple[int, int]]) -> float | None:
+    """Adding ``links`` tightest first, the value of the first that joins a pair of ``apart``
+    into one component; None when none does."""
+    sets = DisjointSets()
+    for i, j, v in links:
+        a, b = sets.find(i), sets.find(j)
+        if a != b and any((min(x, y), max(x, y)) in apart for x in sets.members[a] for y in sets.members[b]):
+            return v
+        sets.union(a, b)
+    return None
 
 
 def _step_jumps(d, t, steps, jump_ns: float):

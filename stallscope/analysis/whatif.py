@@ -607,19 +607,12 @@ def _replica_groups(ch: pl.DataFrame, role_of: dict[int, int]) -> dict[int, int]
     all-reduce between a stage's replicas never talk point-to-point. Roles joined through such
     groups share a replica id (the smallest role id among them); in a job without
     point-to-point traffic every group qualifies."""
-    from stallscope.analysis.collectives import P2P_OPS, SYNCHRONOUS_OPS
+    from stallscope.analysis.collectives import P2P_OPS, SYNCHRONOUS_OPS, DisjointSets
 
     pairs = (ch.filter(pl.col("op").is_in(P2P_OPS)).group_by("pos").agg(pl.col("rank").unique().sort())
              .filter(pl.col("rank").list.len() == 2)["rank"].to_list())
     talks = {(int(a), int(b)) for a, b in pairs}
-    parent = {r: r for r in set(role_of.values())}
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    sets = DisjointSets(set(role_of.values()))
     groups = ch.filter(pl.col("op").is_in(SYNCHRONOUS_OPS)).group_by("channel").agg(pl.col("rank").unique().sort())
     for mem in groups["rank"].to_list():
         mem = [int(r) for r in mem]
@@ -630,10 +623,8 @@ def _replica_groups(ch: pl.DataFrame, role_of: dict[int, int]) -> dict[int, int]
             continue  # spans pipeline stages
         first, *rest = sorted(rs)
         for x in rest:
-            a, b = find(first), find(x)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    return {r: find(r) for r in parent}
+            sets.union(first, x)
+    return {r: min(v) for v in sets.sets() for r in v}
 
 
 TransferRule = Callable[[int, np.ndarray], np.ndarray]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 
 from stallscope.analysis.collectives import _equal_sized, _step_jumps
 
@@ -78,3 +79,55 @@ def test_a_group_short_of_a_rank_without_a_trace_does_not_set_the_size() -> None
     groups = {0: [0, 1, 2, 3, 12, 13, 14, 15], 4: [4, 5, 6, 7], 8: [8, 10, 11]}
     assert _equal_sized(groups, host, missing=1) == {0: [0, 1, 2, 3], 12: [12, 13, 14, 15], 4: [4, 5, 6, 7], 8: [8, 10, 11]}
     assert _equal_sized(groups, host) == groups
+
+
+def _stream(groups: list[list[int]], host_of: dict[int, str], *, offset: dict[str, float], late: dict[str, float],
+            noise_ns: float, member_ns: float, positions: int = 24, steps: int = 4, seed: int = 0) -> pl.DataFrame:
+    """One anonymous stream's collective rows: each group's k-th collective ends at its own time
+    (position spacing 2 ms, ``noise_ns`` per group and position: lockstep groups move apart by
+    their compute noise; each group's ranks compute at their own pace, up to 150 µs from the
+    others), its members within ``member_ns`` of it; a host's clock is ``offset`` off and its
+    groups ``late`` behind in every step."""
+    rng = np.random.default_rng(seed)
+    pace = {g[0]: rng.uniform(-150e3, 150e3) for g in groups}
+    rows = []
+    for s in range(steps):
+        for p in range(positions):
+            base = s * 100e6 + p * 2e6
+            for g in groups:
+                t = base + pace[g[0]] + rng.normal(0, noise_ns)
+                for r in g:
+                    h = host_of[r]
+                    end = t + late.get(h, 0.0) + offset.get(h, 0.0) + rng.normal(0, member_ns)
+                    rows.append({"instance_id": s * positions + p, "rank": r, "host": h, "step": s, "end_ns": int(end)})
+    return pl.DataFrame(rows)
+
+
+def test_lockstep_groups_of_one_host_are_not_joined_across_hosts() -> None:
+    """Tensor-parallel pairs, two per host on four hosts, in lockstep (their data-parallel
+    all-reduces on another stream keep them in step); host h2 is 15 ms late in every step.
+    Coherence alone made one group of the pairs that kept pace (the late host's constant lag
+    reads as a clock offset); two pairs of one host end 70-150 µs apart on one clock, so they
+    are different groups, and the links between hosts that joined them are no tighter than the
+    lockstep: each pair is its own group."""
+    from stallscope.analysis.collectives import SAME_HOST_END_NS, COHERENT_END_NS, _coherent_groups
+
+    host_of = {r: f"h{r // 4}" for r in range(16)}
+    pairs = [[r, r + 1] for r in range(0, 16, 2)]
+    grp = _stream(pairs, host_of, offset={"h1": 5.4e6, "h2": -2.1e6, "h3": 8.2e6}, late={"h2": 15e6},
+                  noise_ns=12_000, member_ns=500)
+    assert _coherent_groups(grp, COHERENT_END_NS, SAME_HOST_END_NS) == {p[0]: p for p in pairs}
+
+
+def test_groups_across_hosts_stay_joined_beside_lockstep_neighbours() -> None:
+    """Data-parallel groups across four hosts (even local ranks, odd local ranks), in lockstep:
+    members end within a µs of each other, the two groups 12 µs apart position to position. The
+    tight links build each group; the loose ones that would join them (two ranks of one host
+    ending apart) are left out."""
+    from stallscope.analysis.collectives import SAME_HOST_END_NS, COHERENT_END_NS, _coherent_groups
+
+    host_of = {r: f"h{r // 2}" for r in range(8)}
+    groups = [[0, 2, 4, 6], [1, 3, 5, 7]]
+    grp = _stream(groups, host_of, offset={"h1": 5.4e6, "h2": -2.1e6, "h3": 8.2e6}, late={},
+                  noise_ns=40_000, member_ns=500)
+    assert _coherent_groups(grp, COHERENT_END_NS, SAME_HOST_END_NS) == {0: [0, 2, 4, 6], 1: [1, 3, 5, 7]}

@@ -238,6 +238,14 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
         graph_subsys=False, truncate=0, culprit_rank=25, culprit_host=3)),
     # DDP 4x8, noisy, 3 steps: every rank of the cross-socket host late in every step, 6 of 8 of
     # them origins; its three latest ranks recover about what the host does (seed 42000 #0207)
+    # TP+DP 8x4 without group metadata (kineto 2022): the tensor-parallel pairs share one stream
+    # id and run in lockstep; the cross-socket host ip-10-0-99-44 is 15 ms late in every step, with
+    # an intermittent straggler beside it (seed 43000 #0102)
+    "xsock_lockstep_pairs": ("two_faults", 4300129102, dict(
+        nodes=8, gpus=4, steps=6, parallelism="tp_dp", severity="subtle", noise="low", nccl_version="2.14.3",
+        torch_variant="kineto_2022", metadata=False, seq=False, naming="rank", gzip=True, archive="dir", logs="some",
+        log_style="debug_file", detail="lean", clock_offset_ms=5.0, drift=True, red_herrings=True, graph_subsys=True,
+        truncate=0, culprit_rank=10, culprit_host=2, primary="cross_socket_nic_one_host", secondary="intermittent_straggler")),
     "xsock_latest_three": ("cross_socket_nic_one_host", 4200126207, dict(
         nodes=4, gpus=8, steps=3, parallelism="ddp", severity="subtle", noise="high", nccl_version="2.21.5",
         torch_variant="kineto_2025", metadata=True, seq=True, naming="tensorboard", gzip=True, archive="dir",

@@ -86,6 +86,9 @@ EXPECTED: dict[str, set[str]] = {
     "xsock_tp_inside": {"LOC001"},
     # ... and when its latest ranks recover about as much as the whole host
     "xsock_latest_three": {"LOC001"},
+    # the late host's tensor-parallel pairs are groups of their own, its clock pinned by the
+    # data-parallel all-reduces: its lateness is lateness (with its placement in the logs)
+    "xsock_lockstep_pairs": {"LOC004"},
     # two hosts: the host apart by CPU-side stalls, cost unmeasured
     "xsock_2hosts": {"LOC004"},
     # ... with only the culprit's log: nothing to compare its paths with, so the traces decide; the
@@ -849,3 +852,20 @@ def test_a_straggler_late_in_the_first_ones_steps_and_its_own_joins_by_its_share
     assert "joined" not in jobs["intermittent_hidden_pipeline"].ctx.sync_verdict.alternatives
     for name in ("intermittent", "intermittent_pair", "compute", "compute_inside_noisy"):
         assert "joined" not in jobs[name].ctx.sync_verdict.alternatives
+
+
+def test_lockstep_pairs_leave_the_late_hosts_clock_alone(jobs) -> None:
+    """Seed 43000 #0102: tensor-parallel pairs on one anonymous stream, in lockstep, joined across
+    hosts into one fake world-wide collective; ip-10-0-99-44, 15.4 ms late in every step, read as
+    a clock 15.9 ms off and its lateness vanished (SYN002 named an intermittent rank instead). Each
+    pair is its own group now: the host's offset agrees with the data-parallel all-reduces (a few
+    µs of spread), and its late ranks are the finding."""
+    j = jobs["xsock_lockstep_pairs"]
+    ctx = j.ctx
+    m = ctx.d.members.join(ctx.d.instances.select("instance_id", "members"), on="instance_id")
+    tp = m.filter(pl.col("members") == 2)
+    assert tp.height and tp.group_by("instance_id").agg(pl.col("host").n_unique())["host"].max() == 1
+    clock = ctx.d.clock.filter(pl.col("host") == "ip-10-0-99-44")
+    assert clock["spread_ns"][0] < 50_000 and clock["rejected"][0] == 0
+    f = j.fired()["LOC004"]
+    assert f["hosts"] == ["ip-10-0-99-44"] and f["lost_time_fraction"] >= 0.05
