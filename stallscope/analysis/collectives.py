@@ -245,10 +245,13 @@ def _link_groups(n: int, links: list[tuple[int, int, float]], apart: set[tuple[i
     comps = _components_of(range(n), links)
     if not apart:
         return comps
+    where = {x: k for k, comp in enumerate(comps) for x in comp}
+    by_comp: dict[int, list[tuple[int, int, float]]] = {}
+    for lk in sorted(links, key=lambda lk: lk[2]):
+        by_comp.setdefault(where[lk[0]], []).append(lk)
     out: list[list[int]] = []
-    for comp in comps:
-        inside = set(comp)
-        own = sorted((lk for lk in links if lk[0] in inside), key=lambda lk: lk[2])
+    for k, comp in enumerate(comps):
+        own = by_comp.get(k, [])
         level = _first_conflict(own, apart)
         if level is None:
             out.append(comp)
