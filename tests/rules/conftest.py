@@ -246,6 +246,15 @@ JOBS: dict[str, tuple[str, int, dict[str, Any]]] = {
         torch_variant="kineto_2022", metadata=False, seq=False, naming="rank", gzip=True, archive="dir", logs="some",
         log_style="debug_file", detail="lean", clock_offset_ms=5.0, drift=True, red_herrings=True, graph_subsys=True,
         truncate=0, culprit_rank=10, culprit_host=2, primary="cross_socket_nic_one_host", secondary="intermittent_straggler")),
+    # HSDP 4x4, 2 steps, jitter on every rank (dataloader pauses of 1-14 ms): one host ~9 ms late in
+    # one step. The other hosts' reduce-scatters, measured from all-reduces that ended late waiting
+    # for it, leave 1.5 ms of their 12 ms layers: taken as its pace they replayed the host at 10.4 %
+    # of the job (seed 43000 #0181)
+    "jitter_hsdp_host_residue": ("jitter_amplification", 4300129181, dict(
+        nodes=4, gpus=4, steps=2, parallelism="hsdp", severity="moderate", noise="medium", nccl_version="2.14.3",
+        torch_variant="kineto_2022", metadata=False, seq=False, naming="arbitrary", gzip=False, archive="dir", logs="none",
+        log_style="debug_file", detail="lean", clock_offset_ms=5.0, drift=False, red_herrings=True, graph_subsys=False,
+        truncate=0, culprit_rank=15, culprit_host=3)),
     "xsock_latest_three": ("cross_socket_nic_one_host", 4200126207, dict(
         nodes=4, gpus=8, steps=3, parallelism="ddp", severity="subtle", noise="high", nccl_version="2.21.5",
         torch_variant="kineto_2025", metadata=True, seq=True, naming="tensorboard", gzip=True, archive="dir",
