@@ -73,8 +73,8 @@ EXPECTED: dict[str, set[str]] = {
     "jitter_both_hosts": {"SYN003"},  # origins on every host: the first host's share is not a straggler set
     "compute_in_jitter_short": {"SYN001"},  # every rank varies, but the straggler is above its peers in every step
     "jitter_tail_hsdp": {"SYN003"},  # 3 steps, every rank varies: the largest delays, once each, are the jitter's tail
-    "jitter_tp_hosts_short": {"SYN003"},
-    "jitter_hsdp_host_residue": {"SYN003"},  # gaps compared across shard groups from what each rank waited for  # ... and make whole tensor-parallel hosts late, one rank's spike a step
+    "jitter_tp_hosts_short": {"SYN003"},  # ... and make whole tensor-parallel hosts late, one rank's spike a step
+    "jitter_hsdp_host_residue": {"SYN003"},  # gaps compared across shard groups from what each rank waited for
     "socket_pipeline_lost_rank": {"FAB001"},  # a stage's partner without a trace: its pairs still cross the fabric
     "jitter_tp": {"SYN003"},
     "hoststall": {"SYN004"},
